@@ -1,0 +1,184 @@
+package pgqueue
+
+import (
+	"context"
+	"io/fs"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+// tableExists reports whether the schema has the table.
+func tableExists(t *testing.T, b *bundle, table string) bool {
+	t.Helper()
+	var ok bool
+	err := b.pool.QueryRow(context.Background(),
+		"SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2)", b.schema, table).Scan(&ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func TestMigrateUpDownUp(t *testing.T) {
+	t.Parallel()
+	b := &bundle{t: t, schema: newSchema(t)}
+	b.pool = newPool(t, b.schema, 4)
+	ctx := t.Context()
+
+	migrate(t, b.pool)
+	if !tableExists(t, b, "pgqueue_jobs") || !tableExists(t, b, MigrationsVersionTable) {
+		t.Fatal("after Migrate: pgqueue_jobs or the version table is missing")
+	}
+	migrate(t, b.pool) // a second run is a no-op
+
+	db := stdlib.OpenDBFromPool(b.pool)
+	defer db.Close()
+	p, err := newMigrationProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 0); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	if tableExists(t, b, "pgqueue_jobs") {
+		t.Fatal("after migrating down: pgqueue_jobs still exists")
+	}
+	migrate(t, b.pool)
+	if !tableExists(t, b, "pgqueue_jobs") {
+		t.Fatal("after migrating up again: pgqueue_jobs is missing")
+	}
+	// The schema works after the round trip.
+	q := newQueue[int](t, b.newClient(), "q")
+	if _, err := q.Enqueue(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Ten processes starting at once each call Migrate; every migration must be applied exactly
+// once. Each migrator has its own connections, as separate processes would.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	const migrators = 10
+	errs := make(chan error, migrators)
+	for range migrators {
+		pool := newPool(t, schema, 2)
+		go func() {
+			db := stdlib.OpenDBFromPool(pool)
+			defer db.Close()
+			errs <- Migrate(t.Context(), db)
+		}()
+	}
+	for range migrators {
+		if err := <-errs; err != nil {
+			t.Errorf("Migrate: %v", err)
+		}
+	}
+	files, err := fs.Glob(Migrations, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := newPool(t, schema, 1)
+	var applied, distinct int
+	err = pool.QueryRow(t.Context(),
+		"SELECT count(*), count(DISTINCT version_id) FROM "+MigrationsVersionTable+" WHERE version_id > 0").Scan(&applied, &distinct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(files) || distinct != len(files) {
+		t.Fatalf("version table has %d rows for %d distinct versions; want %d migrations applied once each",
+			applied, distinct, len(files))
+	}
+}
+
+// Users may copy the migration files into their own goose directory, beside their own
+// numbered migrations, and apply them with their own goose set-up and its default version table.
+func TestMigrationsInApplicationGooseDirectory(t *testing.T) {
+	t.Parallel()
+	b := &bundle{t: t, schema: newSchema(t)}
+	b.pool = newPool(t, b.schema, 4)
+	ctx := t.Context()
+
+	dir := fstest.MapFS{
+		"00001_users.sql":  {Data: []byte("-- +goose Up\nCREATE TABLE users (id bigint PRIMARY KEY);\n-- +goose Down\nDROP TABLE users;\n")},
+		"00002_orders.sql": {Data: []byte("-- +goose Up\nCREATE TABLE orders (id bigint PRIMARY KEY);\n-- +goose Down\nDROP TABLE orders;\n")},
+	}
+	ours, err := fs.Glob(Migrations, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range ours {
+		data, err := fs.ReadFile(Migrations, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir[path[len("migrations/"):]] = &fstest.MapFile{Data: data}
+	}
+
+	db := stdlib.OpenDBFromPool(b.pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, dir, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		t.Fatalf("goose up over the mixed directory: %v", err)
+	}
+	if len(results) != len(dir) {
+		t.Fatalf("applied %d migrations, want %d", len(results), len(dir))
+	}
+	for _, table := range []string{"users", "orders", "pgqueue_jobs"} {
+		if !tableExists(t, b, table) {
+			t.Errorf("table %s missing after goose up", table)
+		}
+	}
+	// The queue works on a schema migrated this way.
+	q := newQueue[string](t, b.newClient(), "q")
+	if _, err := q.Enqueue(ctx, "hello", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 0); err != nil {
+		t.Fatalf("goose down: %v", err)
+	}
+	if tableExists(t, b, "pgqueue_jobs") {
+		t.Fatal("pgqueue_jobs survived goose down")
+	}
+}
+
+// Every query in sql/ is prepared against a migrated schema, so a typo fails here.
+func TestQueriesPrepare(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	files, err := fs.Glob(queryFiles, "sql/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no queries found: %v", err)
+	}
+	conn, err := b.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, path := range files {
+		text, err := fs.ReadFile(queryFiles, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Conn().Prepare(t.Context(), "", string(text)); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}
+
+func TestMigrateWithoutSchema(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, randomName("pgqueue_test_missing_"), 1)
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	if err := Migrate(t.Context(), db); err == nil {
+		t.Fatal("Migrate into a search_path without an existing schema succeeded")
+	}
+}
