@@ -1,0 +1,388 @@
+package pgqueue
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
+)
+
+// Defaults of Config and EnqueueOptions.
+const (
+	// MaxPayloadBytesDefault is the default of Config.MaxPayloadBytes: 1 MiB.
+	MaxPayloadBytesDefault = 1 << 20
+	// MaxAttemptsDefault is the default of EnqueueOptions.MaxAttempts.
+	MaxAttemptsDefault = 25
+)
+
+// Config configures a Client. A nil or zero Config is valid: every field has a default.
+type Config struct {
+	// ID names this client in pgqueue_jobs.locked_by, so operators can tell which process holds
+	// a job. At most 255 bytes. Defaults to "<hostname>-<pid>-<random>".
+	ID string
+
+	// Logger receives the client's and its workers' diagnostics (never payloads or connection
+	// strings). Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// MaxPayloadBytes is the largest JSON-encoded payload the enqueue calls accept; larger ones
+	// fail with ErrPayloadTooLarge before anything is written. Defaults to MaxPayloadBytesDefault.
+	MaxPayloadBytes int
+}
+
+func (c Config) withDefaults() Config {
+	c.ID = cmp.Or(c.ID, defaultClientID())
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, MaxPayloadBytesDefault)
+	return c
+}
+
+func (c Config) validate() error {
+	if len(c.ID) > 255 {
+		return invalidf("Config.ID is %d bytes long, more than 255", len(c.ID))
+	}
+	if c.MaxPayloadBytes < 0 {
+		return invalidf("Config.MaxPayloadBytes %d is negative", c.MaxPayloadBytes)
+	}
+	return nil
+}
+
+func defaultClientID() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Client is pgqueue's handle on one database (one schema, chosen by the pool's search_path).
+// Create one per process and database with NewClient; it is safe for concurrent use. It owns the
+// process's single LISTEN connection, which runs while any of its workers runs.
+type Client struct {
+	pool     *pgxpool.Pool
+	cfg      Config
+	ids      idSource
+	listener *listener
+	closed   atomic.Bool
+}
+
+// NewClient returns a Client that works through pool. A nil cfg means defaults. NewClient does
+// no I/O and never migrates: run Migrate first.
+func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
+	if pool == nil {
+		return nil, invalidf("NewClient needs a pool")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &Client{
+		pool:     pool,
+		cfg:      c,
+		ids:      idSource{entropy: ulid.Monotonic(rand.Reader, 0)},
+		listener: newListener(pool, c.Logger),
+	}, nil
+}
+
+// Close stops the client's listener and makes later enqueues fail with ErrClosed. It does not
+// close the pool, which belongs to the caller. Stop the client's workers (cancel their Run
+// contexts) before calling Close; a worker still running falls back to polling.
+func (c *Client) Close() error {
+	c.closed.Store(true)
+	c.listener.close()
+	return nil
+}
+
+// idSource hands out ULIDs that increase strictly within the client, even within a millisecond.
+type idSource struct {
+	mu      sync.Mutex
+	entropy *ulid.MonotonicEntropy
+}
+
+// next returns n new ids in increasing order.
+func (s *idSource) next(n int) []ulid.ULID {
+	ids := make([]ulid.ULID, n)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range ids {
+		for {
+			id, err := ulid.New(ulid.Now(), s.entropy)
+			if err == nil {
+				ids[i] = id
+				break
+			}
+			// The monotonic entropy overflowed within this millisecond; the next one resets it.
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return ids
+}
+
+// queueNamePattern is what a queue name may look like. Names reach SQL only as bind parameters
+// and NOTIFY payloads, never as identifiers; the pattern keeps them readable in logs and psql.
+var queueNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// ValidateQueueName reports whether name may name a queue: 1 to 128 characters from ASCII
+// letters, digits and "_.:-", starting with a letter or digit.
+func ValidateQueueName(name string) error {
+	if !queueNamePattern.MatchString(name) {
+		return invalidf("queue name %q: want 1 to 128 of A-Z a-z 0-9 _ . : -, starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// Queue is a named queue whose jobs carry payloads of type T, encoded as JSON. Several Queue
+// values, in one process or many, may name the same queue; they share its jobs. A Queue is safe
+// for concurrent use.
+type Queue[T any] struct {
+	c    *Client
+	name string
+}
+
+// NewQueue returns the queue called name on client c. It validates the name and does no I/O.
+func NewQueue[T any](c *Client, name string) (*Queue[T], error) {
+	if c == nil {
+		return nil, invalidf("NewQueue needs a client")
+	}
+	if err := ValidateQueueName(name); err != nil {
+		return nil, err
+	}
+	return &Queue[T]{c: c, name: name}, nil
+}
+
+// Name returns the queue's name.
+func (q *Queue[T]) Name() string { return q.name }
+
+// EnqueueOptions are the options of one enqueue call. A nil *EnqueueOptions means defaults.
+type EnqueueOptions struct {
+	// Priority orders runnable jobs within the queue: higher runs first, and jobs of equal
+	// priority run in the order they were enqueued. Must fit in 32 bits. Defaults to 0.
+	Priority int
+
+	// RunAt delays the job until this time. Exclusive with Delay. Defaults to now.
+	RunAt time.Time
+
+	// Delay delays the job by this long, measured by the database clock. Exclusive with RunAt.
+	// Defaults to 0.
+	Delay time.Duration
+
+	// MaxAttempts is how many attempts the job may use; after the last one fails, the job ends
+	// failed. Defaults to MaxAttemptsDefault.
+	MaxAttempts int
+
+	// RetryDelay is a fixed delay between attempts. Defaults to 0, which means the worker's
+	// exponential back-off (WorkerOptions.RetryBackoff).
+	RetryDelay time.Duration
+}
+
+// enqueueParams are validated EnqueueOptions, ready to bind.
+type enqueueParams struct {
+	priority    int32
+	runAt       *time.Time
+	delayUs     int64
+	maxAttempts int32
+	retryDelay  *int64 // µs; nil: exponential back-off
+}
+
+func (o *EnqueueOptions) params() (enqueueParams, error) {
+	var zero EnqueueOptions
+	if o == nil {
+		o = &zero
+	}
+	var p enqueueParams
+	switch {
+	case o.Priority < math.MinInt32 || o.Priority > math.MaxInt32:
+		return p, invalidf("Priority %d does not fit in 32 bits", o.Priority)
+	case o.Delay < 0:
+		return p, invalidf("Delay %s is negative", o.Delay)
+	case o.Delay > 0 && !o.RunAt.IsZero():
+		return p, invalidf("RunAt and Delay are both set; give one")
+	case o.MaxAttempts < 0 || o.MaxAttempts > math.MaxInt32:
+		return p, invalidf("MaxAttempts %d is out of range (0 for the default, up to 2^31-1)", o.MaxAttempts)
+	case o.RetryDelay < 0:
+		return p, invalidf("RetryDelay %s is negative", o.RetryDelay)
+	}
+	p.priority = int32(o.Priority)
+	p.delayUs = o.Delay.Microseconds()
+	p.maxAttempts = int32(cmp.Or(o.MaxAttempts, MaxAttemptsDefault))
+	if !o.RunAt.IsZero() {
+		t := o.RunAt
+		p.runAt = &t
+	}
+	if o.RetryDelay > 0 {
+		us := o.RetryDelay.Microseconds()
+		p.retryDelay = &us
+	}
+	return p, nil
+}
+
+// encode marshals a payload to JSON and checks its size.
+func (q *Queue[T]) encode(payload T) ([]byte, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: encode payload for queue %s: %w", q.name, err)
+	}
+	if len(b) > q.c.cfg.MaxPayloadBytes {
+		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (Config.MaxPayloadBytes)",
+			ErrPayloadTooLarge, len(b), q.c.cfg.MaxPayloadBytes)
+	}
+	return b, nil
+}
+
+// Enqueue adds one job to the queue and returns it. The job is committed when Enqueue returns,
+// and idle workers of the queue are woken at once.
+func (q *Queue[T]) Enqueue(ctx context.Context, payload T, opts *EnqueueOptions) (*Job[T], error) {
+	return q.enqueue(ctx, q.c.pool, payload, opts)
+}
+
+// EnqueueTx adds one job to the queue inside the caller's transaction tx. The job exists if and
+// only if tx commits: a rolled-back transaction leaves nothing behind. Workers are woken when tx
+// commits, not before.
+func (q *Queue[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, payload T, opts *EnqueueOptions) (*Job[T], error) {
+	if tx == nil {
+		return nil, invalidf("EnqueueTx needs a transaction")
+	}
+	return q.enqueue(ctx, tx, payload, opts)
+}
+
+// rowQuerier is what enqueue needs of a pool or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (q *Queue[T]) enqueue(ctx context.Context, db rowQuerier, payload T, opts *EnqueueOptions) (*Job[T], error) {
+	if q.c.closed.Load() {
+		return nil, ErrClosed
+	}
+	p, err := opts.params()
+	if err != nil {
+		return nil, err
+	}
+	body, err := q.encode(payload)
+	if err != nil {
+		return nil, err
+	}
+	j := &Job[T]{
+		ID:          q.c.ids.next(1)[0],
+		Queue:       q.name,
+		Payload:     payload,
+		Priority:    int(p.priority),
+		MaxAttempts: int(p.maxAttempts),
+	}
+	err = db.QueryRow(ctx, enqueueSQL, [16]byte(j.ID), q.name, p.priority, body, p.runAt, p.delayUs,
+		p.maxAttempts, p.retryDelay).Scan(&j.Status, &j.RunAt, &j.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
+	}
+	return j, nil
+}
+
+// EnqueueMany adds many jobs to the queue in one transaction, through COPY, with one wake-up
+// notification for all of them, and returns their ids in the order of payloads. The options
+// apply to every job. Either all jobs are committed or, on error, none.
+func (q *Queue[T]) EnqueueMany(ctx context.Context, payloads []T, opts *EnqueueOptions) ([]ulid.ULID, error) {
+	if _, err := opts.params(); err != nil {
+		return nil, err
+	}
+	if len(payloads) == 0 {
+		return nil, nil
+	}
+	tx, err := q.c.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue many to %s: begin: %w", q.name, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	ids, err := q.EnqueueManyTx(ctx, tx, payloads, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue many to %s: commit: %w", q.name, err)
+	}
+	return ids, nil
+}
+
+// EnqueueManyTx is EnqueueMany inside the caller's transaction tx: the jobs exist if and only if
+// tx commits, and workers are woken on commit.
+func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, opts *EnqueueOptions) ([]ulid.ULID, error) {
+	if q.c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if tx == nil {
+		return nil, invalidf("EnqueueManyTx needs a transaction")
+	}
+	p, err := opts.params()
+	if err != nil {
+		return nil, err
+	}
+	bodies := make([][]byte, len(payloads))
+	for i, payload := range payloads {
+		if bodies[i], err = q.encode(payload); err != nil {
+			return nil, fmt.Errorf("payload %d: %w", i, err)
+		}
+	}
+	if len(payloads) == 0 {
+		return nil, nil
+	}
+
+	status := StatusAvailable
+	columns := []string{"id", "queue", "priority", "payload", "max_attempts", "retry_delay"}
+	var runAt time.Time
+	if p.runAt != nil || p.delayUs > 0 {
+		// Decide between scheduled and available by the database clock, as Enqueue does.
+		var now time.Time
+		if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
+			return nil, fmt.Errorf("pgqueue: enqueue many to %s: %w", q.name, err)
+		}
+		runAt = now.Add(time.Duration(p.delayUs) * time.Microsecond)
+		if p.runAt != nil {
+			runAt = *p.runAt
+		}
+		if runAt.After(now) {
+			status = StatusScheduled
+		}
+		columns = append(columns, "run_at", "status")
+	}
+	retryDelay := pgtype.Interval{}
+	if p.retryDelay != nil {
+		retryDelay = pgtype.Interval{Microseconds: *p.retryDelay, Valid: true}
+	}
+
+	ids := q.c.ids.next(len(payloads))
+	rows := pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
+		row := []any{[16]byte(ids[i]), q.name, p.priority, bodies[i], p.maxAttempts, retryDelay}
+		if len(columns) > 6 {
+			row = append(row, runAt, string(status))
+		}
+		return row, nil
+	})
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pgqueue_jobs"}, columns, rows); err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue many to %s: copy: %w", q.name, err)
+	}
+	if _, err := tx.Exec(ctx, notifySQL, wakeMessage(status, q.name)); err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue many to %s: notify: %w", q.name, err)
+	}
+	return ids, nil
+}
