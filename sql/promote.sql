@@ -1,0 +1,29 @@
+-- promote: makes up to $2 due scheduled jobs of queue $1 available and wakes the queue's workers
+-- if it did; returns how many it promoted and the milliseconds until the next one is due (NULL if
+-- none). Reads pgqueue_jobs_scheduled_idx (queue, run_at) WHERE status = 'scheduled'.
+WITH due AS (
+    SELECT id
+    FROM pgqueue_jobs
+    WHERE queue = $1 AND status = 'scheduled' AND run_at <= now()
+    ORDER BY run_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), promoted AS (
+    UPDATE pgqueue_jobs AS j
+    SET status = 'available'
+    FROM due
+    WHERE j.id = due.id
+    RETURNING 1
+), counted AS (
+    SELECT count(*) AS n FROM promoted
+), notified AS (
+    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a:' || $1)
+    FROM counted
+    WHERE n > 0
+)
+SELECT counted.n,
+       (SELECT ceil(extract(epoch FROM min(s.run_at) - now()) * 1000)::bigint
+        FROM pgqueue_jobs AS s
+        WHERE s.queue = $1 AND s.status = 'scheduled' AND s.run_at > now()),
+       (SELECT count(*) FROM notified)
+FROM counted
