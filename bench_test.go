@@ -1,0 +1,136 @@
+package pgqueue
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Benchmarks run against the test database (see TestMain), each in a schema of its own:
+//
+//	go test -run '^$' -bench . -benchtime 1x ./...
+//
+// They report jobs/s and latencies as custom metrics; compare ratios measured in one run.
+
+func BenchmarkEnqueue(b *testing.B) {
+	bb := setup(b)
+	q := newQueue[int](b, bb.client, "bench")
+	ctx := b.Context()
+	start := time.Now()
+	for b.Loop() {
+		if _, err := q.Enqueue(ctx, 1, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
+
+func BenchmarkEnqueueParallel16(b *testing.B) {
+	bb := &bundle{t: b, schema: newSchema(b)}
+	bb.pool = newPool(b, bb.schema, 20)
+	migrate(b, bb.pool)
+	bb.client = bb.newClient()
+	q := newQueue[int](b, bb.client, "bench")
+	ctx := b.Context()
+	b.SetParallelism(max(1, 16/procs()))
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := q.Enqueue(ctx, 1, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
+
+func BenchmarkEnqueueMany1000(b *testing.B) {
+	bb := setup(b)
+	q := newQueue[int](b, bb.client, "bench")
+	batch := make([]int, 1000)
+	ctx := b.Context()
+	start := time.Now()
+	for b.Loop() {
+		if _, err := q.EnqueueMany(ctx, batch, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/time.Since(start).Seconds(), "jobs/s")
+}
+
+// BenchmarkDrain100k measures how fast one worker at concurrency 100 works off 100,000 no-op
+// jobs inserted beforehand, from worker start until every job is settled.
+func BenchmarkDrain100k(b *testing.B) {
+	const jobs = 100_000
+	for b.Loop() {
+		b.StopTimer()
+		bb := setup(b)
+		q := newQueue[int](b, bb.client, "drain")
+		batch := make([]int, 10_000)
+		for range jobs / len(batch) {
+			if _, err := q.EnqueueMany(b.Context(), batch, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		bb.exec("VACUUM ANALYZE pgqueue_jobs")
+		drained := make(chan struct{})
+		var done atomic.Int64
+		w := q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{
+			Concurrency: 100,
+			OnEvent: func(ev Event) {
+				if ev.Kind == EventCompleted && done.Add(1) == jobs {
+					close(drained)
+				}
+			},
+		})
+		b.StartTimer()
+		start := time.Now()
+		stop := startWorker(b, w)
+		<-drained
+		elapsed := time.Since(start)
+		b.StopTimer()
+		stop()
+		if n := bb.count("true"); n != 0 {
+			b.Fatalf("%d jobs left", n)
+		}
+		b.ReportMetric(jobs/elapsed.Seconds(), "jobs/s")
+		b.StartTimer()
+	}
+}
+
+// BenchmarkWakeLatency enqueues one job at a time, at about 200 a second, to an idle worker
+// that never polls, and reports the time from the enqueue call to the handler's start.
+func BenchmarkWakeLatency(b *testing.B) {
+	bb := setup(b)
+	q := newQueue[int64](b, bb.client, "wake")
+	started := make(chan time.Duration, 1)
+	w := q.NewWorker(func(ctx context.Context, job *Job[int64]) error {
+		started <- time.Duration(time.Now().UnixNano() - job.Payload)
+		return nil
+	}, &WorkerOptions{PollInterval: time.Hour})
+	startWorker(b, w)
+	waitFor(b, 30*time.Second, "the listener", func() bool { return bb.client.listener.pid.Load() != 0 })
+	time.Sleep(50 * time.Millisecond)
+
+	var lat []time.Duration
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for b.Loop() {
+		<-tick.C
+		if _, err := q.Enqueue(b.Context(), time.Now().UnixNano(), nil); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, receive(b, started, 10*time.Second, "the job"))
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e6 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.95), "p95-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+func procs() int { return runtime.GOMAXPROCS(0) }

@@ -1,0 +1,288 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+type email struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+}
+
+func TestEnqueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[email](t, b.client, "emails")
+
+	job, err := q.Enqueue(ctx, email{To: "ada@example.com", Subject: "hi"}, &EnqueueOptions{Priority: 5, MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Status != StatusAvailable || job.Queue != "emails" || job.Priority != 5 || job.MaxAttempts != 3 || job.Attempt != 0 {
+		t.Fatalf("returned job = %+v", job)
+	}
+	if job.RunAt.IsZero() || job.CreatedAt.IsZero() || job.ID == (ulid.ULID{}) {
+		t.Fatalf("returned job lacks times or id: %+v", job)
+	}
+
+	var (
+		queue, status, payload string
+		priority, attempt, max int
+		runAt, createdAt       time.Time
+		lockToken              *[16]byte
+	)
+	err = b.pool.QueryRow(ctx, `SELECT queue, status, priority, payload::text, attempt, max_attempts, run_at, created_at, lock_token
+		FROM pgqueue_jobs WHERE id = $1`, [16]byte(job.ID)).
+		Scan(&queue, &status, &priority, &payload, &attempt, &max, &runAt, &createdAt, &lockToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if queue != "emails" || status != "available" || priority != 5 || attempt != 0 || max != 3 || lockToken != nil {
+		t.Fatalf("row = %s %s %d %d %d %v", queue, status, priority, attempt, max, lockToken)
+	}
+	if payload != `{"to": "ada@example.com", "subject": "hi"}` {
+		t.Fatalf("payload = %s", payload)
+	}
+
+	// Defaults.
+	job, err = q.Enqueue(ctx, email{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.MaxAttempts != MaxAttemptsDefault || job.Priority != 0 || job.Status != StatusAvailable {
+		t.Fatalf("default job = %+v", job)
+	}
+}
+
+func TestEnqueueDelayed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "later")
+
+	delayed, err := q.Enqueue(ctx, 1, &EnqueueOptions{Delay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if delayed.Status != StatusScheduled {
+		t.Fatalf("status = %s, want scheduled", delayed.Status)
+	}
+	// run_at is measured from the database clock.
+	var aheadNs int64
+	if err := b.pool.QueryRow(ctx, "SELECT (extract(epoch FROM run_at - now()) * 1e9)::bigint FROM pgqueue_jobs WHERE id = $1",
+		[16]byte(delayed.ID)).Scan(&aheadNs); err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Duration(aheadNs)
+	if ahead < 59*time.Minute || ahead > time.Hour {
+		t.Fatalf("run_at is %s ahead of now, want about an hour", ahead)
+	}
+
+	at := time.Now().Add(48 * time.Hour).Truncate(time.Microsecond)
+	job, err := q.Enqueue(ctx, 2, &EnqueueOptions{RunAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Status != StatusScheduled || !job.RunAt.Equal(at) {
+		t.Fatalf("RunAt job = %s at %s, want scheduled at %s", job.Status, job.RunAt, at)
+	}
+
+	past, err := q.Enqueue(ctx, 3, &EnqueueOptions{RunAt: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if past.Status != StatusAvailable {
+		t.Fatalf("a RunAt in the past gives status %s, want available", past.Status)
+	}
+}
+
+func TestEnqueueInvalid(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[any](t, b.client, "bad")
+
+	cases := []struct {
+		name    string
+		payload any
+		opts    *EnqueueOptions
+		want    error
+	}{
+		{"negative delay", 1, &EnqueueOptions{Delay: -time.Second}, ErrInvalidOption},
+		{"delay and run at", 1, &EnqueueOptions{Delay: time.Second, RunAt: time.Now()}, ErrInvalidOption},
+		{"negative max attempts", 1, &EnqueueOptions{MaxAttempts: -1}, ErrInvalidOption},
+		{"huge max attempts", 1, &EnqueueOptions{MaxAttempts: math.MaxInt32 + 1}, ErrInvalidOption},
+		{"negative retry delay", 1, &EnqueueOptions{RetryDelay: -time.Second}, ErrInvalidOption},
+		{"priority overflow", 1, &EnqueueOptions{Priority: math.MaxInt32 + 1}, ErrInvalidOption},
+		{"unmarshalable payload", make(chan int), nil, nil},
+		{"failing marshaler", failingMarshaler{}, nil, errMarshal},
+		{"oversized payload", strings.Repeat("x", MaxPayloadBytesDefault), nil, ErrPayloadTooLarge},
+	}
+	for _, c := range cases {
+		_, err := q.Enqueue(ctx, c.payload, c.opts)
+		if err == nil {
+			t.Errorf("%s: Enqueue succeeded", c.name)
+			continue
+		}
+		if c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: Enqueue = %v, want %v", c.name, err, c.want)
+		}
+		_, err = q.EnqueueMany(ctx, []any{1, c.payload}, c.opts)
+		if err == nil {
+			t.Errorf("%s: EnqueueMany succeeded", c.name)
+		}
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.EnqueueTx(ctx, tx, c.payload, c.opts); err == nil {
+			t.Errorf("%s: EnqueueTx succeeded", c.name)
+		}
+		_ = tx.Rollback(ctx)
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs written by failed enqueues", n)
+	}
+
+	if _, err := NewQueue[int](b.client, "no spaces"); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewQueue with an invalid name = %v", err)
+	}
+	if _, err := q.EnqueueTx(ctx, nil, 1, nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("EnqueueTx with a nil tx = %v", err)
+	}
+	if _, err := NewClient(b.pool, &Config{MaxPayloadBytes: -1}); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewClient with a negative MaxPayloadBytes = %v", err)
+	}
+	if _, err := NewClient(nil, nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewClient without a pool = %v", err)
+	}
+}
+
+var errMarshal = errors.New("cannot marshal")
+
+type failingMarshaler struct{}
+
+func (failingMarshaler) MarshalJSON() ([]byte, error) { return nil, errMarshal }
+
+func TestEnqueueTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[string](t, b.client, "tx")
+
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := q.EnqueueTx(ctx, tx, "committed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueManyTx(ctx, tx, []string{"a", "b"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs visible before commit", n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count("id = $1", [16]byte(committed.ID)); n != 1 {
+		t.Fatal("the committed job is missing")
+	}
+	if n := b.count("true"); n != 3 {
+		t.Fatalf("%d jobs after commit, want 3", n)
+	}
+
+	tx, err = b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolledBack, err := q.EnqueueTx(ctx, tx, "rolled back", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueManyTx(ctx, tx, []string{"c", "d"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count("id = $1", [16]byte(rolledBack.ID)); n != 0 {
+		t.Fatal("the rolled-back job exists")
+	}
+	if n := b.count("true"); n != 3 {
+		t.Fatalf("%d jobs after rollback, want 3", n)
+	}
+}
+
+func TestEnqueueMany(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "bulk")
+
+	const n = 100_000
+	payloads := make([]int, n)
+	for i := range payloads {
+		payloads[i] = i
+	}
+	ids, err := q.EnqueueMany(ctx, payloads, &EnqueueOptions{Priority: 2, MaxAttempts: 4, RetryDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != n {
+		t.Fatalf("%d ids for %d payloads", len(ids), n)
+	}
+	for i := 1; i < n; i++ {
+		if ids[i].Compare(ids[i-1]) <= 0 {
+			t.Fatalf("ids not increasing at %d", i)
+		}
+	}
+	if got := b.count("status = 'available' AND priority = 2 AND max_attempts = 4 AND retry_delay = interval '1 second'"); got != n {
+		t.Fatalf("%d rows as enqueued, want %d", got, n)
+	}
+	var payload int
+	if err := b.pool.QueryRow(ctx, "SELECT payload::int FROM pgqueue_jobs WHERE id = $1", [16]byte(ids[n-1])).Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	if payload != n-1 {
+		t.Fatalf("last payload = %d", payload)
+	}
+
+	// Delayed jobs in bulk are scheduled by the database clock.
+	if _, err := q.EnqueueMany(ctx, []int{1, 2, 3}, &EnqueueOptions{Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.count("status = 'scheduled' AND run_at > now() + interval '59 minutes'"); got != 3 {
+		t.Fatalf("%d delayed jobs scheduled, want 3", got)
+	}
+	if ids, err := q.EnqueueMany(ctx, nil, nil); err != nil || ids != nil {
+		t.Fatalf("EnqueueMany(nil) = %v, %v", ids, err)
+	}
+}
+
+func TestClosedClient(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.newClient()
+	q := newQueue[int](t, c, "closed")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(context.Background(), 1, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Enqueue after Close = %v", err)
+	}
+	w := q.NewWorker(func(context.Context, *Job[int]) error { return nil }, nil)
+	if err := w.Run(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run after Close = %v", err)
+	}
+}

@@ -1,0 +1,120 @@
+package pgqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// These examples need a database, so they are compiled but not run.
+
+type Email struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+}
+
+func send(ctx context.Context, e Email) error { return nil }
+
+func ExampleMigrate() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	if err := pgqueue.Migrate(ctx, db); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleQueue_Enqueue() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	emails, _ := pgqueue.NewQueue[Email](client, "emails")
+
+	job, err := emails.Enqueue(ctx, Email{To: "ada@example.com", Subject: "Welcome"}, &pgqueue.EnqueueOptions{
+		Priority:    10,
+		Delay:       time.Minute,
+		MaxAttempts: 5,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.ID, job.Status) // scheduled, since it is delayed
+}
+
+// A job enqueued with EnqueueTx exists only if the application's transaction commits.
+func ExampleQueue_EnqueueTx() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	emails, _ := pgqueue.NewQueue[Email](client, "emails")
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "INSERT INTO users (email) VALUES ($1)", "ada@example.com"); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := emails.EnqueueTx(ctx, tx, Email{To: "ada@example.com", Subject: "Welcome"}, nil); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil { // the job becomes visible, and workers wake, here
+		log.Fatal(err)
+	}
+}
+
+func ExampleQueue_EnqueueMany() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	emails, _ := pgqueue.NewQueue[Email](client, "emails")
+
+	batch := make([]Email, 0, 1000)
+	for i := range 1000 {
+		batch = append(batch, Email{To: fmt.Sprintf("user%d@example.com", i), Subject: "News"})
+	}
+	ids, err := emails.EnqueueMany(ctx, batch, nil) // one COPY, one wake-up
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(ids))
+}
+
+// A worker runs jobs until its context ends, then shuts down gracefully.
+func Example_worker() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	defer client.Close()
+	emails, _ := pgqueue.NewQueue[Email](client, "emails")
+
+	worker := emails.NewWorker(func(ctx context.Context, job *pgqueue.Job[Email]) error {
+		// Runs at least once per job: make it idempotent.
+		return send(ctx, job.Payload)
+	}, &pgqueue.WorkerOptions{
+		Concurrency: 20,
+		OnEvent: func(ev pgqueue.Event) {
+			if ev.Kind == pgqueue.EventFailed {
+				log.Printf("job %s failed for good: %v", ev.JobID, ev.Err)
+			}
+		},
+	})
+	if err := worker.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Fatal(err)
+	}
+}

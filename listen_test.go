@@ -1,0 +1,144 @@
+package pgqueue
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// waitListening waits until the client's listener has established its nth session.
+func waitListening(t *testing.T, c *Client, n int64) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the listener to connect", func() bool {
+		return c.listener.sessions.Load() >= n && c.listener.pid.Load() != 0
+	})
+}
+
+// An idle worker that never polls is woken by the NOTIFY of a committed enqueue.
+func TestListenWakesIdleWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "wake")
+	ran := make(chan int, 10)
+	ev := newEvents()
+	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		ran <- job.Payload
+		return nil
+	}, &WorkerOptions{PollInterval: noPoll, OnEvent: ev.on})
+	startWorker(t, w)
+	waitListening(t, b.client, 1)
+	ev.next(t, EventDrained) // idle, with an empty queue
+
+	if _, err := q.Enqueue(t.Context(), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, ran, 10*time.Second, "the enqueued job to wake the worker")
+
+	// EnqueueTx wakes on commit.
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueTx(t.Context(), tx, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, ran, 10*time.Second, "the job committed in a transaction")
+
+	// EnqueueMany wakes once for all its jobs.
+	if _, err := q.EnqueueMany(t.Context(), []int{3, 4, 5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		receive(t, ran, 10*time.Second, "the bulk-enqueued jobs")
+	}
+}
+
+// A delayed job starts when it falls due, woken by the worker's timer, not by a poll.
+func TestScheduledJobStartsWhenDue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "due")
+	ran := make(chan time.Time, 2)
+	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		ran <- time.Now()
+		return nil
+	}, &WorkerOptions{PollInterval: noPoll})
+	startWorker(t, w)
+	waitListening(t, b.client, 1)
+
+	job, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{Delay: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := receive(t, ran, 10*time.Second, "the delayed job to start")
+	if started.Before(job.CreatedAt.Add(250 * time.Millisecond)) {
+		t.Fatalf("the delayed job started %s after enqueue, before its delay", started.Sub(job.CreatedAt))
+	}
+
+	// A job delayed while the worker is already waiting on a later one is still on time.
+	if _, err := q.Enqueue(t.Context(), 2, &EnqueueOptions{Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(t.Context(), 3, &EnqueueOptions{Delay: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, ran, 10*time.Second, "the sooner job to start")
+}
+
+// Killing the listener's backend: it reconnects, and workers catch up on anything enqueued
+// while it was away.
+func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "reconnect")
+	ran := make(chan int, 10)
+	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		ran <- job.Payload
+		return nil
+	}, &WorkerOptions{PollInterval: noPoll})
+	startWorker(t, w)
+	waitListening(t, b.client, 1)
+
+	for round := int64(1); round <= 3; round++ {
+		pid := b.client.listener.pid.Load()
+		// A job whose notification is lost: inserted without NOTIFY, as if sent while the
+		// listener was disconnected.
+		b.exec(`INSERT INTO pgqueue_jobs (id, queue, payload) VALUES ($1, 'reconnect', $2)`,
+			[16]byte(b.client.ids.next(1)[0]), []byte("100"))
+		b.exec("SELECT pg_terminate_backend($1)", int32(pid))
+		waitListening(t, b.client, round+1)
+		if got := receive(t, ran, 10*time.Second, "the missed job after reconnecting"); got != 100 {
+			t.Fatalf("ran %d", got)
+		}
+		// Wake-ups work on the new connection.
+		if _, err := q.Enqueue(t.Context(), int(round), nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := receive(t, ran, 10*time.Second, "a job enqueued after reconnecting"); got != int(round) {
+			t.Fatalf("ran %d, want %d", got, round)
+		}
+	}
+}
+
+// The listener's goroutine runs only while workers run.
+func TestListenerStopsWithLastWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q1 := newQueue[int](t, b.client, "one")
+	q2 := newQueue[int](t, b.client, "two")
+	h := func(context.Context, *Job[int]) error { return nil }
+	stop1 := startWorker(t, q1.NewWorker(h, nil))
+	stop2 := startWorker(t, q2.NewWorker(h, nil))
+	waitListening(t, b.client, 1)
+	stop1()
+	if b.client.listener.pid.Load() == 0 {
+		t.Fatal("the listener stopped while a worker still runs")
+	}
+	stop2()
+	if b.client.listener.pid.Load() != 0 {
+		t.Fatal("the listener is still connected after the last worker stopped")
+	}
+}

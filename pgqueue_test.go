@@ -1,0 +1,291 @@
+package pgqueue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+	"go.uber.org/goleak"
+)
+
+// testDSN is the database every test makes its own schema in.
+var testDSN string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helperMain())
+	}
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dsn, stop, err := testDatabase()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, `pgqueue tests need PostgreSQL and found none: %v
+
+Provide one of:
+  PGQUEUE_TEST_DATABASE_URL=postgres://user@host:5432/db?sslmode=disable  (tests create and drop schemas in it)
+  DATABASE_URL=...                                                         (used when the first is unset)
+  a Docker engine, which testcontainers-go uses to start postgres:16-alpine
+`, err)
+		return 1
+	}
+	testDSN = dsn
+	code := m.Run()
+	stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// testDatabase returns the DSN of the test database, and a function that releases it.
+func testDatabase() (string, func(), error) {
+	for _, name := range []string{"PGQUEUE_TEST_DATABASE_URL", "DATABASE_URL"} {
+		if dsn := os.Getenv(name); dsn != "" {
+			return dsn, func() {}, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := tcpostgres.Run(ctx, "postgres:16-alpine",
+		tcpostgres.WithDatabase("pgqueue"), tcpostgres.BasicWaitStrategies())
+	if err != nil {
+		return "", nil, fmt.Errorf("PGQUEUE_TEST_DATABASE_URL and DATABASE_URL are unset, and testcontainers-go could not start Postgres: %w", err)
+	}
+	dsn, err := c.ConnectionString(ctx, "sslmode=disable")
+	if err != nil {
+		_ = testcontainers.TerminateContainer(c)
+		return "", nil, err
+	}
+	return dsn, func() { _ = testcontainers.TerminateContainer(c) }, nil
+}
+
+// randomName returns prefix followed by 12 random hex digits.
+func randomName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// newSchema creates an empty schema for the test and drops it when the test ends.
+func newSchema(t testing.TB) string {
+	t.Helper()
+	schema := randomName("pgqueue_test_")
+	conn, err := pgx.Connect(t.Context(), testDSN)
+	if err != nil {
+		t.Fatalf("connect to the test database: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, testDSN)
+		if err != nil {
+			t.Errorf("connect to drop schema: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return schema
+}
+
+// newPool returns a pool whose connections use schema; it is closed when the test ends.
+func newPool(t testing.TB, schema string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testDSN)
+	if err != nil {
+		t.Fatalf("parse test DSN: %v", err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// migrate applies the migrations in the pool's schema.
+func migrate(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	if err := Migrate(t.Context(), db); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+}
+
+// testLogger writes to the test's output, which is shown for failed or verbose tests.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// bundle is what most tests start from: a migrated schema of their own, a pool on it and a
+// client.
+type bundle struct {
+	t      testing.TB
+	schema string
+	pool   *pgxpool.Pool
+	client *Client
+}
+
+func setup(t testing.TB) *bundle {
+	t.Helper()
+	b := &bundle{t: t, schema: newSchema(t)}
+	b.pool = newPool(t, b.schema, 10)
+	migrate(t, b.pool)
+	b.client = b.newClient()
+	return b
+}
+
+// newClient returns another client on the bundle's pool, closed when the test ends.
+func (b *bundle) newClient() *Client {
+	b.t.Helper()
+	c, err := NewClient(b.pool, &Config{Logger: testLogger(b.t)})
+	if err != nil {
+		b.t.Fatalf("NewClient: %v", err)
+	}
+	b.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// exec runs a statement on the bundle's schema.
+func (b *bundle) exec(sql string, args ...any) {
+	b.t.Helper()
+	if _, err := b.pool.Exec(context.Background(), sql, args...); err != nil {
+		b.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// count returns the number of jobs matching a condition on pgqueue_jobs.
+func (b *bundle) count(where string, args ...any) int {
+	b.t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), "SELECT count(*) FROM pgqueue_jobs WHERE "+where, args...).Scan(&n); err != nil {
+		b.t.Fatalf("count %s: %v", where, err)
+	}
+	return n
+}
+
+func newQueue[T any](t testing.TB, c *Client, name string) *Queue[T] {
+	t.Helper()
+	q, err := NewQueue[T](c, name)
+	if err != nil {
+		t.Fatalf("NewQueue: %v", err)
+	}
+	return q
+}
+
+// startWorker runs w until the test ends (or the returned stop is called) and checks that Run
+// returned nil.
+func startWorker[T any](t testing.TB, w *Worker[T]) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Errorf("Run did not return within a minute of its context ending")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// receive waits for a value on ch, failing the test after timeout.
+func receive[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		panic("unreachable")
+	}
+}
+
+// events collects a worker's events on a channel.
+type events struct{ ch chan Event }
+
+func newEvents() *events { return &events{ch: make(chan Event, 10000)} }
+
+func (e *events) on(ev Event) { e.ch <- ev }
+
+// next waits for the next event of kind, skipping others.
+func (e *events) next(t testing.TB, kind EventKind) Event {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-e.ch:
+			if ev.Kind == kind {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for event %s", kind)
+		}
+	}
+}
+
+func TestValidateQueueName(t *testing.T) {
+	t.Parallel()
+	good := []string{"a", "emails", "Emails.v2", "tenant-1:reports", "x_y", strings.Repeat("q", 128)}
+	for _, name := range good {
+		if err := ValidateQueueName(name); err != nil {
+			t.Errorf("ValidateQueueName(%q) = %v, want nil", name, err)
+		}
+	}
+	bad := []string{"", "-lead", "_lead", "with space", "semi;colon", "quote'", `dq"`, "new\nline",
+		"ünïcode", "a)--", strings.Repeat("q", 129), "robert'); DROP TABLE pgqueue_jobs;--"}
+	for _, name := range bad {
+		err := ValidateQueueName(name)
+		if !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("ValidateQueueName(%q) = %v, want ErrInvalidOption", name, err)
+		}
+	}
+}

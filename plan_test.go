@@ -1,0 +1,63 @@
+package pgqueue
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// planBuffers runs EXPLAIN (ANALYZE, BUFFERS) of the claim statement in a rolled-back
+// transaction and returns the plan's text and the shared buffers it touched.
+func planBuffers(t *testing.T, b *bundle, queue string, limit int) (string, int) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var plan []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+claimSQL, queue, limit, int64(30000), "explain").Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var parsed []struct {
+		Plan map[string]any `json:"Plan"`
+	}
+	if err := json.Unmarshal(plan, &parsed); err != nil {
+		t.Fatal(err)
+	}
+	top := parsed[0].Plan
+	hit, _ := top["Shared Hit Blocks"].(float64)
+	read, _ := top["Shared Read Blocks"].(float64)
+	return string(plan), int(hit + read)
+}
+
+// The claim reads only the claim index and the rows it takes: a large number of scheduled jobs
+// in the same queue costs it nothing. (The benchmarks measure this with a million.)
+func TestClaimPlanIgnoresScheduledJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "plan")
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 1000), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.exec("ANALYZE pgqueue_jobs")
+	plan, before := planBuffers(t, b, "plan", 10)
+	if !strings.Contains(plan, "pgqueue_jobs_claim_idx") {
+		t.Fatalf("the claim does not read the claim index:\n%s", plan)
+	}
+
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 100_000), &EnqueueOptions{Delay: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	b.exec("ANALYZE pgqueue_jobs")
+	plan, after := planBuffers(t, b, "plan", 10)
+	if !strings.Contains(plan, "pgqueue_jobs_claim_idx") {
+		t.Fatalf("with 100,000 scheduled jobs the claim no longer reads the claim index:\n%s", plan)
+	}
+	t.Logf("claim of 10 touched %d buffers with 1,000 available jobs, %d with 100,000 scheduled ones too", before, after)
+	if after > 2*before+10 {
+		t.Fatalf("scheduled jobs slow the claim: %d buffers with them, %d without\n%s", after, before, plan)
+	}
+}
