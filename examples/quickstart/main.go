@@ -1,0 +1,112 @@
+// Command quickstart migrates a schema, enqueues a few jobs and runs a worker until they are
+// done. It reads the database from DATABASE_URL and works in the schema pgqueue_quickstart:
+//
+//	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable go run ./examples/quickstart
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// Greeting is the payload of the example's jobs.
+type Greeting struct {
+	Name string `json:"name"`
+}
+
+const schema = "pgqueue_quickstart"
+
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	// A pool whose connections use a schema of pgqueue's own.
+	cfg, err := pgxpool.ParseConfig(cmp.Or(os.Getenv("DATABASE_URL"),
+		"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"))
+	if err != nil {
+		return err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return err
+	}
+
+	// 1. Migrate (at deploy or start-up; safe to run from many processes at once).
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	if err := pgqueue.Migrate(ctx, db); err != nil {
+		return err
+	}
+
+	// 2. A client per process, a typed queue per kind of job.
+	client, err := pgqueue.NewClient(pool, nil)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	greetings, err := pgqueue.NewQueue[Greeting](client, "greetings")
+	if err != nil {
+		return err
+	}
+
+	// 3. Enqueue: now, with priority, later.
+	for _, name := range []string{"Ada", "Grace"} {
+		if _, err := greetings.Enqueue(ctx, Greeting{Name: name}, nil); err != nil {
+			return err
+		}
+	}
+	if _, err := greetings.Enqueue(ctx, Greeting{Name: "Barbara"}, &pgqueue.EnqueueOptions{Priority: 10}); err != nil {
+		return err
+	}
+	if _, err := greetings.Enqueue(ctx, Greeting{Name: "Edsger"}, &pgqueue.EnqueueOptions{Delay: time.Second}); err != nil {
+		return err
+	}
+
+	// 4. Work until all four are done, then stop the worker gracefully.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var done atomic.Int32
+	worker := greetings.NewWorker(func(ctx context.Context, job *pgqueue.Job[Greeting]) error {
+		fmt.Printf("hello, %s (job %s, attempt %d)\n", job.Payload.Name, job.ID, job.Attempt)
+		return nil
+	}, &pgqueue.WorkerOptions{
+		Concurrency: 1,
+		OnEvent: func(ev pgqueue.Event) {
+			if ev.Kind == pgqueue.EventCompleted && done.Add(1) == 4 {
+				cancel()
+			}
+		},
+	})
+	if err := worker.Run(runCtx); err != nil {
+		return err
+	}
+	if n := done.Load(); n != 4 {
+		return errors.New("interrupted before every job was done")
+	}
+	fmt.Println("all jobs done")
+	return nil
+}
