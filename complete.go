@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,6 +94,8 @@ type settleArgs struct {
 // handed back. Every statement matches on (id, lock_token), so an outcome whose lock was lost
 // changes nothing; it is reported as EventLockLost.
 func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
+	// Lock rows in id order, as the heartbeat does.
+	slices.SortFunc(batch, func(a, b outcome) int { return a.job.id.Compare(b.job.id) })
 	var a settleArgs
 	for _, o := range batch {
 		id, token := [16]byte(o.job.id), o.job.token

@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,20 +30,26 @@ func (e *engine) heartbeatLoop(ctx context.Context) {
 // its outcome will be ignored. When the database cannot be reached, jobs whose lease must have
 // run out by now are given up the same way, since another worker may already run them.
 //
-// Jobs whose handlers have returned are left to the completer; keeping the two statements on
-// disjoint rows means they can never deadlock on each other.
+// Jobs whose handlers have returned are left to the completer, so the two statements mostly
+// touch disjoint rows.
 func (e *engine) heartbeat(ctx context.Context) {
 	e.mu.Lock()
-	var ids, tokens [][16]byte
+	var running []*activeJob
 	for _, j := range e.jobs {
 		if j.state == stateRunning {
-			ids = append(ids, j.id)
-			tokens = append(tokens, j.token)
+			running = append(running, j)
 		}
 	}
 	e.mu.Unlock()
-	if len(ids) == 0 {
+	if len(running) == 0 {
 		return
+	}
+	// Rows are locked in id order, as the completer locks them, so that a job finishing while
+	// the heartbeat is under way cannot make the two statements deadlock.
+	slices.SortFunc(running, func(a, b *activeJob) int { return a.id.Compare(b.id) })
+	ids, tokens := make([][16]byte, len(running)), make([][16]byte, len(running))
+	for i, j := range running {
+		ids[i], tokens[i] = j.id, j.token
 	}
 
 	qctx, cancel := context.WithTimeout(ctx, e.opts.HeartbeatInterval)

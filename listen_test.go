@@ -123,8 +123,8 @@ func TestListenerReconnects(t *testing.T) {
 	}
 }
 
-// The listener's goroutine runs only while workers run.
-func TestListenerStopsWithLastWorker(t *testing.T) {
+// A client has one listening connection, shared by its workers, and only while workers run.
+func TestListenerIsSharedAndStopsWithLastWorker(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	q1 := newQueue[int](t, b.client, "one")
@@ -133,6 +133,16 @@ func TestListenerStopsWithLastWorker(t *testing.T) {
 	stop1 := startWorker(t, q1.NewWorker(h, nil))
 	stop2 := startWorker(t, q2.NewWorker(h, nil))
 	waitListening(t, b.client, 1)
+	// One LISTEN connection serves both workers.
+	var listening int
+	err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+		WHERE query = 'LISTEN ' || quote_ident(left('pgqueue.' || $1, 63))`, b.schema).Scan(&listening)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listening != 1 {
+		t.Fatalf("%d connections listen for the schema, want 1", listening)
+	}
 	stop1()
 	if b.client.listener.pid.Load() == 0 {
 		t.Fatal("the listener stopped while a worker still runs")

@@ -344,6 +344,11 @@ func (e *engine) fetchLoop(ctx context.Context, jobBase context.Context) {
 				queueEmpty = len(res.jobs) < limit
 				if len(res.jobs) > 0 {
 					drainPending = true
+					if ctx.Err() != nil {
+						// Shutdown began while the claim was under way: hand the jobs back.
+						e.handBack(res.jobs)
+						return
+					}
 					e.start(jobBase, res.jobs, res.leaseEnd)
 				}
 			}
@@ -474,6 +479,19 @@ func (e *engine) start(jobBase context.Context, rows []*jobRow, leaseEnd time.Ti
 		e.handlers.Add(1)
 		go e.runJob(ctx, j, r)
 	}
+}
+
+// handBack queues claimed rows to go back to the queue unstarted and uncharged.
+func (e *engine) handBack(rows []*jobRow) {
+	e.mu.Lock()
+	for _, r := range rows {
+		j := &activeJob{id: r.id, token: r.token, attempt: r.attempt, maxAttempts: r.maxAttempts,
+			cancel: func(error) {}, state: stateFinishing}
+		e.jobs[j.id] = j
+		e.outcomes = append(e.outcomes, outcome{job: j, handback: true})
+	}
+	e.mu.Unlock()
+	signal(e.settle)
 }
 
 // runJob runs one attempt and queues its outcome for the completer.
