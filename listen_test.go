@@ -2,6 +2,8 @@ package pgqueue
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -150,5 +152,49 @@ func TestListenerIsSharedAndStopsWithLastWorker(t *testing.T) {
 	stop2()
 	if b.client.listener.pid.Load() != 0 {
 		t.Fatal("the listener is still connected after the last worker stopped")
+	}
+}
+
+// Enqueues that skip their own notification, because another enqueue to the queue notified
+// moments before, are announced by a trailing notification after they commit. Nothing waits for
+// a poll: not a burst, and not a job whose window's notification went down with a failed
+// enqueue.
+func TestCoalescedNotificationsStrandNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "burst")
+	var ran atomic.Int32
+	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		ran.Add(1)
+		return nil
+	}, &WorkerOptions{PollInterval: noPoll, Concurrency: 4})
+	startWorker(t, w)
+	waitListening(t, b.client, 1)
+
+	// A burst from many goroutines.
+	const burst = 200
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Go(func() {
+			if _, err := q.Enqueue(t.Context(), i, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, 30*time.Second, "every job of the burst to run", func() bool { return ran.Load() == burst })
+
+	// The enqueue that took the window's notification failed (its transaction rolled back); the
+	// next one, skipping its own, is still announced.
+	for round := range 20 {
+		time.Sleep(3 * notifyWindow)
+		if !b.client.notifier.inline("burst") {
+			t.Fatal("a new window did not start")
+		}
+		if _, err := q.Enqueue(t.Context(), round, nil); err != nil {
+			t.Fatal(err)
+		}
+		want := int32(burst + round + 1)
+		waitFor(t, 10*time.Second, "the job whose window's notification was lost", func() bool { return ran.Load() == want })
 	}
 }

@@ -81,6 +81,7 @@ type Client struct {
 	cfg      Config
 	ids      idSource
 	listener *listener
+	notifier *notifier
 	closed   atomic.Bool
 }
 
@@ -98,19 +99,28 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{
+	client := &Client{
 		pool:     pool,
 		cfg:      c,
 		ids:      idSource{entropy: ulid.Monotonic(rand.Reader, 0)},
 		listener: newListener(pool, c.Logger),
-	}, nil
+	}
+	client.notifier = newNotifier(
+		func(ctx context.Context, msg string) error {
+			_, err := pool.Exec(ctx, notifySQL, msg)
+			return err
+		},
+		func(err error) { c.Logger.Warn("pgqueue: wake-up notification failed; workers will poll", "error", err) })
+	return client, nil
 }
 
-// Close stops the client's listener and makes later enqueues fail with ErrClosed. It does not
+// Close sends any wake-up notification still pending, stops the client's listener and makes
+// later enqueues fail with ErrClosed. It does not
 // close the pool, which belongs to the caller. Stop the client's workers (cancel their Run
 // contexts) before calling Close; a worker still running falls back to polling.
 func (c *Client) Close() error {
 	c.closed.Store(true)
+	c.notifier.close()
 	c.listener.close()
 	return nil
 }
@@ -254,7 +264,7 @@ func (q *Queue[T]) encode(payload T) ([]byte, error) {
 // Enqueue adds one job to the queue and returns it. The job is committed when Enqueue returns,
 // and idle workers of the queue are woken at once.
 func (q *Queue[T]) Enqueue(ctx context.Context, payload T, opts *EnqueueOptions) (*Job[T], error) {
-	return q.enqueue(ctx, q.c.pool, payload, opts)
+	return q.enqueue(ctx, q.c.pool, true, payload, opts)
 }
 
 // EnqueueTx adds one job to the queue inside the caller's transaction tx. The job exists if and
@@ -264,7 +274,7 @@ func (q *Queue[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, payload T, opts *En
 	if tx == nil {
 		return nil, invalidf("EnqueueTx needs a transaction")
 	}
-	return q.enqueue(ctx, tx, payload, opts)
+	return q.enqueue(ctx, tx, false, payload, opts)
 }
 
 // rowQuerier is what enqueue needs of a pool or a transaction.
@@ -272,7 +282,9 @@ type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func (q *Queue[T]) enqueue(ctx context.Context, db rowQuerier, payload T, opts *EnqueueOptions) (*Job[T], error) {
+// enqueue inserts one job through db. autocommit says that db commits the statement itself
+// (a pool), so that its wake-up notification may be coalesced with others.
+func (q *Queue[T]) enqueue(ctx context.Context, db rowQuerier, autocommit bool, payload T, opts *EnqueueOptions) (*Job[T], error) {
 	if q.c.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -291,10 +303,15 @@ func (q *Queue[T]) enqueue(ctx context.Context, db rowQuerier, payload T, opts *
 		Priority:    int(p.priority),
 		MaxAttempts: int(p.maxAttempts),
 	}
+	notify := !autocommit || q.c.notifier.inline(q.name)
+	var notified int
 	err = db.QueryRow(ctx, enqueueSQL, [16]byte(j.ID), q.name, p.priority, body, p.runAt, p.delayUs,
-		p.maxAttempts, p.retryDelay).Scan(&j.Status, &j.RunAt, &j.CreatedAt)
+		p.maxAttempts, p.retryDelay, notify).Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 	if err != nil {
 		return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
+	}
+	if !notify {
+		q.c.notifier.committed(q.name, wakeMessage(j.Status, q.name))
 	}
 	return j, nil
 }

@@ -1,7 +1,7 @@
 -- enqueue: inserts one job, scheduled when its run_at lies in the future by the database clock and
--- available otherwise, and notifies the schema's channel ('a:' or 's:' and the queue) on commit.
--- $1 id, $2 queue, $3 priority, $4 payload, $5 run_at (NULL: now + $6 µs), $6 delay µs,
--- $7 max_attempts, $8 retry delay µs (NULL: exponential back-off).
+-- available otherwise, and, when $9 is true, notifies the schema's channel ('a:' or 's:' and the
+-- queue) on commit. $1 id, $2 queue, $3 priority, $4 payload, $5 run_at (NULL: now + $6 µs),
+-- $6 delay µs, $7 max_attempts, $8 retry delay µs (NULL: exponential back-off), $9 notify.
 WITH job AS (
     INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay)
     SELECT $1, $2,
@@ -12,5 +12,6 @@ WITH job AS (
 ), notified AS (
     SELECT pg_notify(left('pgqueue.' || current_schema(), 63), left(job.status, 1) || ':' || $2)
     FROM job
+    WHERE $9::boolean
 )
-SELECT job.status, job.run_at, job.created_at FROM job CROSS JOIN notified
+SELECT job.status, job.run_at, job.created_at, (SELECT count(*) FROM notified) FROM job
