@@ -110,7 +110,9 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 			_, err := pool.Exec(ctx, notifySQL, msg)
 			return err
 		},
-		func(err error) { c.Logger.Warn("pgqueue: wake-up notification failed; workers will poll", "error", err) })
+		func(err error) {
+			c.Logger.Warn("pgqueue: wake-up notification failed; workers will poll", "error", err)
+		})
 	return client, nil
 }
 
