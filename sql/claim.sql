@@ -1,15 +1,8 @@
 -- claim: leases up to $2 available jobs of queue $1, highest priority first, then oldest id, to
 -- worker $4 for $3 ms; each claimed job gets a fresh lock token and one more attempt.
--- Reads pgqueue_jobs_claim_idx (queue, priority DESC, id) WHERE status = 'available'; the CTE
--- with LIMIT keeps the planner from locking more rows than it returns.
-WITH next AS (
-    SELECT id
-    FROM pgqueue_jobs
-    WHERE queue = $1 AND status = 'available'
-    ORDER BY priority DESC, id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-)
+-- Reads pgqueue_jobs_claim_idx (queue, priority DESC, id) WHERE status = 'available' to pick and
+-- lock the rows, then updates them by their physical address (ctid), which the row locks keep
+-- stable for the statement: no second lookup through the primary key.
 UPDATE pgqueue_jobs AS j
 SET status       = 'running',
     attempt      = j.attempt + 1,
@@ -17,7 +10,13 @@ SET status       = 'running',
     lock_until   = now() + $3::bigint * interval '1 millisecond',
     locked_by    = $4,
     attempted_at = now()
-FROM next
-WHERE j.id = next.id
+WHERE j.ctid = ANY (ARRAY(
+          SELECT ctid
+          FROM pgqueue_jobs
+          WHERE queue = $1 AND status = 'available'
+          ORDER BY priority DESC, id
+          LIMIT $2
+          FOR UPDATE SKIP LOCKED))
+  AND j.queue = $1
 RETURNING j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
           j.payload, j.errors
