@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// pgqueueContender is pgqueue at its defaults (but for Concurrency, set per scenario).
+var pgqueueContender = contender{
+	name:     "pgqueue",
+	settings: "defaults (PollInterval 2 s, LISTEN/NOTIFY wake-ups), Concurrency as the scenario says",
+	open:     openPgqueue,
+}
+
+// pgqueueSystem is pgqueue set up in a schema of its own: one client, one queue and at most one
+// worker at a time.
+type pgqueueSystem struct {
+	env    *env
+	schema string
+	app    string
+	pool   *pgxpool.Pool
+	client *pgqueue.Client
+	queue  *pgqueue.Queue[payload]
+
+	stopWorker context.CancelFunc
+	workerDone chan error
+}
+
+// openPgqueue creates a schema, migrates it and opens a client on it.
+func openPgqueue(ctx context.Context, e *env) (system, error) {
+	schema, err := e.createSchema(ctx, "pgqueue")
+	if err != nil {
+		return nil, err
+	}
+	s := &pgqueueSystem{env: e, schema: schema, app: schema}
+	if err := s.init(ctx); err != nil {
+		return nil, errors.Join(err, s.Close(ctx))
+	}
+	return s, nil
+}
+
+func (s *pgqueueSystem) init(ctx context.Context) error {
+	var err error
+	if s.pool, err = s.env.newPool(ctx, s.schema, s.app); err != nil {
+		return err
+	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	if err := pgqueue.Migrate(ctx, db); err != nil {
+		return fmt.Errorf("pgqueue: migrate schema %s: %w", s.schema, err)
+	}
+	if s.client, err = pgqueue.NewClient(s.pool, &pgqueue.Config{Logger: s.env.log}); err != nil {
+		return fmt.Errorf("pgqueue: new client: %w", err)
+	}
+	if s.queue, err = pgqueue.NewQueue[payload](s.client, queueName); err != nil {
+		return fmt.Errorf("pgqueue: new queue: %w", err)
+	}
+	return nil
+}
+
+func (s *pgqueueSystem) Schema() string    { return s.schema }
+func (s *pgqueueSystem) App() string       { return s.app }
+func (s *pgqueueSystem) Table() string     { return "pgqueue_jobs" }
+func (s *pgqueueSystem) DoneState() string { return "" } // succeeded jobs are deleted
+
+func (s *pgqueueSystem) EnqueueBatch(ctx context.Context, batch []payload, delay time.Duration) error {
+	var opts *pgqueue.EnqueueOptions
+	if delay > 0 {
+		opts = &pgqueue.EnqueueOptions{Delay: delay}
+	}
+	if _, err := s.queue.EnqueueMany(ctx, batch, opts); err != nil {
+		return fmt.Errorf("pgqueue: enqueue many: %w", err)
+	}
+	return nil
+}
+
+func (s *pgqueueSystem) Enqueue(ctx context.Context, p payload, delay time.Duration) error {
+	var opts *pgqueue.EnqueueOptions
+	if delay > 0 {
+		opts = &pgqueue.EnqueueOptions{Delay: delay}
+	}
+	if _, err := s.queue.Enqueue(ctx, p, opts); err != nil {
+		return fmt.Errorf("pgqueue: enqueue: %w", err)
+	}
+	return nil
+}
+
+func (s *pgqueueSystem) Start(ctx context.Context, concurrency int, h handler) error {
+	if s.stopWorker != nil {
+		return errors.New("pgqueue: a worker already runs")
+	}
+	w := s.queue.NewWorker(func(_ context.Context, job *pgqueue.Job[payload]) error {
+		h(job.Payload)
+		return nil
+	}, &pgqueue.WorkerOptions{Concurrency: concurrency})
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopWorker, s.workerDone = stop, make(chan error, 1)
+	go func() { s.workerDone <- w.Run(wctx) }()
+	return nil
+}
+
+func (s *pgqueueSystem) Stop(context.Context) error {
+	if s.stopWorker == nil {
+		return nil
+	}
+	s.stopWorker()
+	err := <-s.workerDone
+	s.stopWorker, s.workerDone = nil, nil
+	if err != nil {
+		return fmt.Errorf("pgqueue: worker: %w", err)
+	}
+	return nil
+}
+
+// Busy asks the two partial indexes whether any job of the queue is available or running, so
+// that it stays cheap however many rows the table holds. The first subquery is ordered like
+// pgqueue_jobs_claim_idx: with a bare EXISTS the planner may pick a sequential scan, which
+// crosses every dead row at the head of a draining table (and, in scenario 6, a million
+// scheduled ones) on each poll.
+func (s *pgqueueSystem) Busy(ctx context.Context) (bool, error) {
+	var busy bool
+	err := s.env.admin.QueryRow(ctx, fmt.Sprintf(`SELECT
+		(SELECT 1 FROM %[1]s WHERE queue = $1 AND status = 'available' ORDER BY priority DESC, id LIMIT 1) IS NOT NULL OR
+		EXISTS (SELECT 1 FROM %[1]s WHERE queue = $1 AND status = 'running')`,
+		pgx.Identifier{s.schema, "pgqueue_jobs"}.Sanitize()), queueName).Scan(&busy)
+	if err != nil {
+		return false, fmt.Errorf("pgqueue: poll the table: %w", err)
+	}
+	return busy, nil
+}
+
+func (s *pgqueueSystem) States(ctx context.Context) (map[string]int64, error) {
+	return countStates(ctx, s.env, s.schema, "pgqueue_jobs", "status")
+}
+
+func (s *pgqueueSystem) Close(ctx context.Context) error {
+	var errs []error
+	errs = append(errs, s.Stop(ctx))
+	if s.client != nil {
+		errs = append(errs, s.client.Close())
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	errs = append(errs, s.env.dropSchema(ctx, s.schema))
+	return errors.Join(errs...)
+}

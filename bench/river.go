@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// River's fastest honest setting: the shortest FetchCooldown River accepts (it also bounds how
+// often an insert notifies, per queue) and a short safety-net poll. Everything else stays at
+// River's defaults, as in river-default.
+const (
+	riverFastCooldown     = time.Millisecond
+	riverFastPollInterval = 20 * time.Millisecond
+)
+
+// riverDefault is River with its defaults: FetchCooldown 100 ms, FetchPollInterval 1 s.
+var riverDefault = contender{
+	name: "river-default",
+	settings: fmt.Sprintf("River defaults: FetchCooldown %s, FetchPollInterval %s; MaxWorkers as the scenario says",
+		river.FetchCooldownDefault, river.FetchPollIntervalDefault),
+	open: func(ctx context.Context, e *env) (system, error) { return openRiver(ctx, e, "riverdef", 0, 0) },
+}
+
+// riverFast is River at its fastest honest setting.
+var riverFast = contender{
+	name: "river-fast",
+	settings: fmt.Sprintf("FetchCooldown %s (River's minimum), FetchPollInterval %s; other settings at River's defaults",
+		riverFastCooldown, riverFastPollInterval),
+	open: func(ctx context.Context, e *env) (system, error) {
+		return openRiver(ctx, e, "riverfast", riverFastCooldown, riverFastPollInterval)
+	},
+}
+
+// riverArgs is the harness's payload as River job arguments.
+type riverArgs payload
+
+// Kind names the job kind in river_job.kind.
+func (riverArgs) Kind() string { return "bench" }
+
+// InsertOpts puts every job in the harness's queue.
+func (riverArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: queueName} }
+
+// riverSystem is River set up in a schema of its own. It inserts through an insert-only client
+// until a worker starts, and then through the worker's client (one client per process, as River
+// recommends).
+type riverSystem struct {
+	env          *env
+	schema       string
+	app          string
+	cooldown     time.Duration // 0: River's default
+	pollInterval time.Duration // 0: River's default
+	pool         *pgxpool.Pool
+	inserter     *river.Client[pgx.Tx]
+	worker       *river.Client[pgx.Tx]
+}
+
+// openRiver creates a schema, migrates it with rivermigrate and opens an insert-only client.
+func openRiver(ctx context.Context, e *env, kind string, cooldown, pollInterval time.Duration) (system, error) {
+	schema, err := e.createSchema(ctx, kind)
+	if err != nil {
+		return nil, err
+	}
+	s := &riverSystem{env: e, schema: schema, app: schema, cooldown: cooldown, pollInterval: pollInterval}
+	if err := s.init(ctx); err != nil {
+		return nil, errors.Join(err, s.Close(ctx))
+	}
+	return s, nil
+}
+
+func (s *riverSystem) init(ctx context.Context) error {
+	var err error
+	if s.pool, err = s.env.newPool(ctx, s.schema, s.app); err != nil {
+		return err
+	}
+	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Schema: s.schema, Logger: s.env.log})
+	if err != nil {
+		return fmt.Errorf("river: new migrator: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river: migrate schema %s: %w", s.schema, err)
+	}
+	if s.inserter, err = river.NewClient(riverpgxv5.New(s.pool), s.config()); err != nil {
+		return fmt.Errorf("river: new client: %w", err)
+	}
+	return nil
+}
+
+// config is the client configuration of this contender, without queues or workers.
+func (s *riverSystem) config() *river.Config {
+	return &river.Config{
+		Schema:            s.schema,
+		Logger:            s.env.log,
+		FetchCooldown:     s.cooldown,
+		FetchPollInterval: s.pollInterval,
+	}
+}
+
+// client is the client to insert through.
+func (s *riverSystem) client() *river.Client[pgx.Tx] {
+	if s.worker != nil {
+		return s.worker
+	}
+	return s.inserter
+}
+
+func (s *riverSystem) Schema() string    { return s.schema }
+func (s *riverSystem) App() string       { return s.app }
+func (s *riverSystem) Table() string     { return "river_job" }
+func (s *riverSystem) DoneState() string { return "completed" } // kept for CompletedJobRetentionPeriod
+
+func (s *riverSystem) EnqueueBatch(ctx context.Context, batch []payload, delay time.Duration) error {
+	var opts *river.InsertOpts
+	if delay > 0 {
+		opts = &river.InsertOpts{ScheduledAt: time.Now().Add(delay)}
+	}
+	params := make([]river.InsertManyParams, len(batch))
+	for i, p := range batch {
+		params[i] = river.InsertManyParams{Args: riverArgs(p), InsertOpts: opts}
+	}
+	if _, err := s.client().InsertManyFast(ctx, params); err != nil {
+		return fmt.Errorf("river: insert many fast: %w", err)
+	}
+	return nil
+}
+
+func (s *riverSystem) Enqueue(ctx context.Context, p payload, delay time.Duration) error {
+	var opts *river.InsertOpts
+	if delay > 0 {
+		opts = &river.InsertOpts{ScheduledAt: time.Now().Add(delay)}
+	}
+	if _, err := s.client().Insert(ctx, riverArgs(p), opts); err != nil {
+		return fmt.Errorf("river: insert: %w", err)
+	}
+	return nil
+}
+
+func (s *riverSystem) Start(ctx context.Context, concurrency int, h handler) error {
+	if s.worker != nil {
+		return errors.New("river: a worker already runs")
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, river.WorkFunc(func(_ context.Context, job *river.Job[riverArgs]) error {
+		h(payload(job.Args))
+		return nil
+	}))
+	cfg := s.config()
+	cfg.Queues = map[string]river.QueueConfig{queueName: {MaxWorkers: concurrency}}
+	cfg.Workers = workers
+	c, err := river.NewClient(riverpgxv5.New(s.pool), cfg)
+	if err != nil {
+		return fmt.Errorf("river: new worker client: %w", err)
+	}
+	// The client runs until Stop; cancelling Start's context would stop it too.
+	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("river: start: %w", err)
+	}
+	s.worker = c
+	return nil
+}
+
+func (s *riverSystem) Stop(ctx context.Context) error {
+	if s.worker == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	err := s.worker.Stop(ctx)
+	s.worker = nil
+	if err != nil {
+		return fmt.Errorf("river: stop: %w", err)
+	}
+	return nil
+}
+
+// Busy asks River's fetch index, river_job_prioritized_fetching_index (state, queue, priority,
+// scheduled_at, id), whether any job of the queue is available, running or waiting to be
+// retried. Each subquery is ordered like the index, so that the planner reads the index rather
+// than scanning the table (which a bare EXISTS may do).
+func (s *riverSystem) Busy(ctx context.Context) (bool, error) {
+	var busy bool
+	err := s.env.admin.QueryRow(ctx, fmt.Sprintf(`SELECT
+		(SELECT 1 FROM %[1]s WHERE state = 'available' AND queue = $1 ORDER BY priority, scheduled_at, id LIMIT 1) IS NOT NULL OR
+		(SELECT 1 FROM %[1]s WHERE state = 'running' AND queue = $1 ORDER BY priority, scheduled_at, id LIMIT 1) IS NOT NULL OR
+		(SELECT 1 FROM %[1]s WHERE state = 'retryable' AND queue = $1 ORDER BY priority, scheduled_at, id LIMIT 1) IS NOT NULL`,
+		pgx.Identifier{s.schema, "river_job"}.Sanitize()), queueName).Scan(&busy)
+	if err != nil {
+		return false, fmt.Errorf("river: poll the table: %w", err)
+	}
+	return busy, nil
+}
+
+func (s *riverSystem) States(ctx context.Context) (map[string]int64, error) {
+	return countStates(ctx, s.env, s.schema, "river_job", "state")
+}
+
+func (s *riverSystem) Close(ctx context.Context) error {
+	var errs []error
+	errs = append(errs, s.Stop(ctx))
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	errs = append(errs, s.env.dropSchema(ctx, s.schema))
+	return errors.Join(errs...)
+}

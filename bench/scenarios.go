@@ -1,0 +1,613 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// queueName is the one queue every scenario uses.
+const queueName = "bench"
+
+// payload is the job payload of every scenario.
+type payload struct {
+	// I numbers the job within its run, so that the harness sees which jobs ran and how often.
+	I int64 `json:"i"`
+	// Since is when latency is measured from (unix ns), in the latency scenarios.
+	Since int64 `json:"s,omitempty"`
+}
+
+// handler is the no-op job handler of a scenario; the harness only records that it ran.
+type handler func(payload)
+
+// system is one contender set up in a fresh schema of its own: one client, one queue, and at
+// most one worker at a time.
+type system interface {
+	// Schema is the system's schema; Table its jobs table there; App the application_name of its
+	// connections.
+	Schema() string
+	Table() string
+	App() string
+	// DoneState is the state a succeeded job is left in, "" when it is deleted.
+	DoneState() string
+
+	// EnqueueBatch inserts jobs in one call, by COPY. A positive delay schedules them that far
+	// ahead.
+	EnqueueBatch(ctx context.Context, batch []payload, delay time.Duration) error
+	// Enqueue inserts one job. A positive delay schedules it that far ahead.
+	Enqueue(ctx context.Context, p payload, delay time.Duration) error
+
+	// Start starts one worker with concurrency slots that runs h for each job.
+	Start(ctx context.Context, concurrency int, h handler) error
+	// Stop stops the worker gracefully (and does nothing when none runs).
+	Stop(ctx context.Context) error
+
+	// Busy reports whether the table still holds a job of the queue that is available, running
+	// or waiting for a retry.
+	Busy(ctx context.Context) (bool, error)
+	// States counts the table's rows by state.
+	States(ctx context.Context) (map[string]int64, error)
+
+	// Close stops the worker, closes the client and drops the schema.
+	Close(ctx context.Context) error
+}
+
+// contender is one job queue, with the settings it runs with.
+type contender struct {
+	name     string
+	settings string
+	open     func(ctx context.Context, e *env) (system, error)
+}
+
+// metric is one number a scenario reports.
+type metric struct {
+	name         string
+	higherBetter bool
+}
+
+// result holds one run's metrics by name.
+type result map[string]float64
+
+// scenario is one measurement. Runs of a scenario get a fresh system each (or nil, for a
+// scenario that measures no contender).
+type scenario struct {
+	name      string // for -only
+	title     func(e *env) string
+	metrics   []metric
+	noRiver   bool // measures pgqueue only
+	noSystems bool // measures no contender (run gets a nil system)
+	run       func(ctx context.Context, e *env, sys system) (result, error)
+	// derived prints lines computed from this and earlier scenarios' results.
+	derived func(all *results) []string
+}
+
+// Sizes of the scenarios at -scale 1, and the smallest sizes any scale may shrink them to.
+const (
+	bulkJobs       = 100_000
+	bulkBatch      = 1_000
+	enqueueFor     = 5 * time.Second
+	drainJobs      = 100_000
+	drainSlots     = 100
+	prefillBatch   = 10_000
+	scheduledJobs  = 1_000_000
+	wakeFor        = 10 * time.Second
+	wakeEvery      = 5 * time.Millisecond // 200 jobs/s
+	idleFor        = 5 * time.Second
+	dueFor         = 10 * time.Second
+	dueEvery       = 50 * time.Millisecond
+	dueDelay       = 100 * time.Millisecond
+	pollTableEvery = 5 * time.Millisecond
+	settleTime     = time.Second // after a worker starts, before latency or idle measurements
+	warmupJobs     = 5
+)
+
+// count scales a job count, to at least minimum.
+func (e *env) count(base, minimum int) int {
+	return max(minimum, int(math.Round(float64(base)*e.scale)))
+}
+
+// duration scales a duration, to at least minimum.
+func (e *env) duration(base, minimum time.Duration) time.Duration {
+	return max(minimum, time.Duration(float64(base)*e.scale))
+}
+
+func (e *env) bulkJobs() int      { return e.count(bulkJobs, bulkBatch) / bulkBatch * bulkBatch }
+func (e *env) drainJobs() int     { return e.count(drainJobs, 1000) }
+func (e *env) scheduledJobs() int { return e.count(scheduledJobs, prefillBatch) }
+func (e *env) wakeJobs() int      { return int(e.duration(wakeFor, 50*wakeEvery) / wakeEvery) }
+func (e *env) dueJobs() int       { return int(e.duration(dueFor, 10*dueEvery) / dueEvery) }
+
+// scenarios returns every scenario in the order they run.
+func scenarios() []*scenario {
+	jobsPerSec := []metric{{"jobs/s", true}}
+	return []*scenario{
+		{
+			name: "bulk",
+			title: func(e *env) string {
+				return fmt.Sprintf("1. Bulk enqueue: %s jobs in batches of %s (pgqueue EnqueueMany, River InsertManyFast: both COPY)",
+					groupInt(e.bulkJobs()), groupInt(bulkBatch))
+			},
+			metrics: jobsPerSec,
+			run:     runBulk,
+		},
+		{
+			name:    "enqueue-1",
+			title:   func(e *env) string { return enqueueTitle(e, 1) },
+			metrics: enqueueMetrics(),
+			run:     func(ctx context.Context, e *env, s system) (result, error) { return runEnqueue(ctx, e, s, 1) },
+		},
+		{
+			name:    "enqueue-16",
+			title:   func(e *env) string { return enqueueTitle(e, 16) },
+			metrics: enqueueMetrics(),
+			run:     func(ctx context.Context, e *env, s system) (result, error) { return runEnqueue(ctx, e, s, 16) },
+		},
+		{
+			name: "drain",
+			title: func(e *env) string {
+				return fmt.Sprintf("3. Drain: %s pre-inserted no-op jobs, one worker with %d slots; from worker start until the table shows none available or running (polled every %s)",
+					groupInt(e.drainJobs()), drainSlots, pollTableEvery)
+			},
+			metrics: jobsPerSec,
+			run:     func(ctx context.Context, e *env, s system) (result, error) { return runDrain(ctx, e, s, 0) },
+		},
+		{
+			name: "wake",
+			title: func(e *env) string {
+				return fmt.Sprintf("4. Wake-up latency: idle worker, %d jobs enqueued one at a time every %s; from the enqueue call (so including the insert) to handler start",
+					e.wakeJobs(), wakeEvery)
+			},
+			metrics: []metric{{"p50 ms", false}, {"p95 ms", false}, {"p99 ms", false}},
+			run:     runWake,
+		},
+		{
+			name: "idle",
+			title: func(e *env) string {
+				d := e.duration(idleFor, time.Second)
+				return fmt.Sprintf("4b. Idle CPU: one worker (%d slots) with nothing to do, over %s; %% of one core, this process (getrusage) and the server backends of its pool (/proc, resolution %.2g %%)",
+					drainSlots, d, 100*(time.Second/clockTicks).Seconds()/d.Seconds())
+			},
+			metrics: []metric{{"client CPU %", false}, {"server CPU %", false}},
+			run:     runIdle,
+		},
+		{
+			name: "due",
+			title: func(e *env) string {
+				return fmt.Sprintf("5. Due-time latency: %d jobs delayed by %s, one enqueued every %s; handler start − (enqueue call start + delay)",
+					e.dueJobs(), dueDelay, dueEvery)
+			},
+			metrics: []metric{{"p50 ms", false}, {"p99 ms", false}},
+			run:     runDue,
+		},
+		{
+			name: "drain-scheduled",
+			title: func(e *env) string {
+				return fmt.Sprintf("6. Drain beside scheduled jobs: as 3, with %s jobs scheduled for tomorrow in the same queue",
+					groupInt(e.scheduledJobs()))
+			},
+			metrics: jobsPerSec,
+			run: func(ctx context.Context, e *env, s system) (result, error) {
+				return runDrain(ctx, e, s, e.scheduledJobs())
+			},
+			derived: drainScheduledRatios,
+		},
+		{
+			name:      "limit",
+			title:     limitTitle,
+			metrics:   limitMetrics,
+			noSystems: true,
+			run:       func(ctx context.Context, e *env, _ system) (result, error) { return runLimit(ctx, e) },
+			derived:   limitFraction,
+		},
+	}
+}
+
+func enqueueTitle(e *env, goroutines int) string {
+	return fmt.Sprintf("2. Single enqueues from %d goroutine(s) for %s (pgqueue Enqueue, River Insert); latency per call",
+		goroutines, e.duration(enqueueFor, 100*time.Millisecond))
+}
+
+func enqueueMetrics() []metric {
+	return []metric{{"jobs/s", true}, {"p50 ms", false}, {"p99 ms", false}}
+}
+
+// runBulk enqueues bulkJobs in batches of bulkBatch.
+func runBulk(ctx context.Context, e *env, s system) (result, error) {
+	n := e.bulkJobs()
+	batch := make([]payload, bulkBatch)
+	start := time.Now()
+	for i := 0; i < n; i += bulkBatch {
+		for j := range batch {
+			batch[j] = payload{I: int64(i + j)}
+		}
+		if err := s.EnqueueBatch(ctx, batch, 0); err != nil {
+			return nil, err
+		}
+	}
+	elapsed := time.Since(start)
+	if err := expectStates(ctx, s, map[string]int64{"available": int64(n)}); err != nil {
+		return nil, err
+	}
+	return result{"jobs/s": float64(n) / elapsed.Seconds()}, nil
+}
+
+// runEnqueue enqueues single jobs from goroutines goroutines for the scenario's duration.
+func runEnqueue(ctx context.Context, e *env, s system, goroutines int) (result, error) {
+	d := e.duration(enqueueFor, 100*time.Millisecond)
+	var next atomic.Int64
+	lat := make([][]time.Duration, goroutines)
+	errs := make([]error, goroutines)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for g := range goroutines {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				if err := s.Enqueue(ctx, payload{I: next.Add(1)}, 0); err != nil {
+					errs[g] = err
+					return
+				}
+				lat[g] = append(lat[g], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	all := slices.Concat(lat...)
+	if err := expectStates(ctx, s, map[string]int64{"available": int64(len(all))}); err != nil {
+		return nil, err
+	}
+	r := result{"jobs/s": float64(len(all)) / elapsed.Seconds()}
+	maps.Copy(r, latencyMetrics("", all, 0.50, 0.99))
+	return r, nil
+}
+
+// runDrain pre-inserts scheduled jobs due tomorrow and drainJobs runnable ones, then measures
+// how fast one worker works the runnable ones off.
+func runDrain(ctx context.Context, e *env, s system, scheduled int) (result, error) {
+	n := e.drainJobs()
+	// Jobs scheduled for tomorrow are numbered from n on: the tracker fails the run if one runs.
+	if err := prefill(ctx, s, n, scheduled, 24*time.Hour); err != nil {
+		return nil, err
+	}
+	if err := prefill(ctx, s, 0, n, 0); err != nil {
+		return nil, err
+	}
+	if err := e.vacuumAnalyze(ctx, s.Schema(), s.Table()); err != nil {
+		return nil, err
+	}
+
+	t := newTracker(n)
+	start := time.Now()
+	if err := s.Start(ctx, drainSlots, t.handle); err != nil {
+		return nil, err
+	}
+	// A contender that manages 200 jobs/s still finishes in time.
+	elapsed, err := waitIdle(ctx, s, start, time.Minute+time.Duration(n)*5*time.Millisecond)
+	if err != nil {
+		return nil, errors.Join(err, s.Stop(ctx))
+	}
+	if err := s.Stop(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.check(n); err != nil {
+		return nil, err
+	}
+	want := map[string]int64{}
+	if scheduled > 0 {
+		want["scheduled"] = int64(scheduled)
+	}
+	if d := s.DoneState(); d != "" {
+		want[d] = int64(n)
+	}
+	if err := expectStates(ctx, s, want); err != nil {
+		return nil, err
+	}
+	return result{"jobs/s": float64(n) / elapsed.Seconds()}, nil
+}
+
+// prefill enqueues n jobs numbered from first, in COPY batches of prefillBatch, delayed by delay.
+func prefill(ctx context.Context, s system, first, n int, delay time.Duration) error {
+	batch := make([]payload, 0, prefillBatch)
+	for i := 0; i < n; i += prefillBatch {
+		batch = batch[:0]
+		for j := i; j < min(n, i+prefillBatch); j++ {
+			batch = append(batch, payload{I: int64(first + j)})
+		}
+		if err := s.EnqueueBatch(ctx, batch, delay); err != nil {
+			return fmt.Errorf("pre-insert: %w", err)
+		}
+	}
+	return nil
+}
+
+// waitIdle polls the table every pollTableEvery until it shows no job available, running or
+// retrying, and returns the time since start.
+func waitIdle(ctx context.Context, s system, start time.Time, timeout time.Duration) (time.Duration, error) {
+	t := time.NewTicker(pollTableEvery)
+	defer t.Stop()
+	for {
+		busy, err := s.Busy(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if !busy {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > timeout {
+			return 0, fmt.Errorf("jobs still not done after %s", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// runWake measures the latency from an enqueue call to the start of its handler, on an idle
+// worker, at wakeEvery between enqueues.
+func runWake(ctx context.Context, e *env, s system) (result, error) {
+	n := e.wakeJobs()
+	t := newTracker(warmupJobs + n)
+	if err := startAndWarm(ctx, s, t); err != nil {
+		return nil, err
+	}
+	tick := time.NewTicker(wakeEvery)
+	defer tick.Stop()
+	for i := range n {
+		<-tick.C
+		now := time.Now()
+		if err := s.Enqueue(ctx, payload{I: int64(warmupJobs + i), Since: now.UnixNano()}, 0); err != nil {
+			return nil, errors.Join(err, s.Stop(ctx))
+		}
+	}
+	return finishLatency(ctx, s, t, n, 30*time.Second, 0.50, 0.95, 0.99)
+}
+
+// runDue measures how late delayed jobs start after they fall due.
+func runDue(ctx context.Context, e *env, s system) (result, error) {
+	n := e.dueJobs()
+	t := newTracker(warmupJobs + n)
+	if err := startAndWarm(ctx, s, t); err != nil {
+		return nil, err
+	}
+	tick := time.NewTicker(dueEvery)
+	defer tick.Stop()
+	for i := range n {
+		<-tick.C
+		due := time.Now().Add(dueDelay)
+		if err := s.Enqueue(ctx, payload{I: int64(warmupJobs + i), Since: due.UnixNano()}, dueDelay); err != nil {
+			return nil, errors.Join(err, s.Stop(ctx))
+		}
+	}
+	return finishLatency(ctx, s, t, n, dueDelay+time.Minute, 0.50, 0.99)
+}
+
+// startAndWarm starts a worker, lets it settle, and runs warmupJobs jobs through it (so that
+// connections and prepared statements are ready) before a latency measurement.
+func startAndWarm(ctx context.Context, s system, t *tracker) error {
+	if err := s.Start(ctx, drainSlots, t.handle); err != nil {
+		return err
+	}
+	time.Sleep(settleTime)
+	for i := range warmupJobs {
+		if err := s.Enqueue(ctx, payload{I: int64(i), Since: time.Now().UnixNano()}, 0); err != nil {
+			return errors.Join(err, s.Stop(ctx))
+		}
+	}
+	if err := t.wait(ctx, warmupJobs, 30*time.Second); err != nil {
+		return errors.Join(fmt.Errorf("warm-up: %w", err), s.Stop(ctx))
+	}
+	return nil
+}
+
+// finishLatency waits for the n measured jobs of a latency scenario, stops the worker, checks
+// that every job ran once and was settled, and returns the latency percentiles.
+func finishLatency(ctx context.Context, s system, t *tracker, n int, timeout time.Duration, ps ...float64) (result, error) {
+	if err := t.wait(ctx, n, timeout); err != nil {
+		return nil, errors.Join(err, s.Stop(ctx))
+	}
+	if _, err := waitIdle(ctx, s, time.Now(), timeout); err != nil {
+		return nil, errors.Join(err, s.Stop(ctx))
+	}
+	if err := s.Stop(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.check(warmupJobs + n); err != nil {
+		return nil, err
+	}
+	want := map[string]int64{}
+	if d := s.DoneState(); d != "" {
+		want[d] = int64(warmupJobs + n)
+	}
+	if err := expectStates(ctx, s, want); err != nil {
+		return nil, err
+	}
+	return result(latencyMetrics("", t.latencies()[warmupJobs:], ps...)), nil
+}
+
+// runIdle measures the CPU an idle worker costs, in this process and in the server.
+func runIdle(ctx context.Context, e *env, s system) (result, error) {
+	t := newTracker(0)
+	if err := s.Start(ctx, drainSlots, t.handle); err != nil {
+		return nil, err
+	}
+	time.Sleep(settleTime)
+	backends0, err := e.backendTimes(ctx, s.App())
+	if err != nil {
+		return nil, errors.Join(err, s.Stop(ctx))
+	}
+	cpu0, start := processCPU(), time.Now()
+	time.Sleep(e.duration(idleFor, time.Second))
+	cpu1, elapsed := processCPU(), time.Since(start)
+	backends1, err := e.backendTimes(ctx, s.App())
+	if err != nil {
+		return nil, errors.Join(err, s.Stop(ctx))
+	}
+	if err := s.Stop(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.check(0); err != nil {
+		return nil, err
+	}
+	server := math.NaN() // the server is not on this host
+	if len(backends1) > 0 {
+		var used time.Duration
+		for pid, t1 := range backends1 {
+			used += t1 - backends0[pid]
+		}
+		server = 100 * used.Seconds() / elapsed.Seconds()
+	}
+	return result{
+		"client CPU %": 100 * (cpu1 - cpu0).Seconds() / elapsed.Seconds(),
+		"server CPU %": server,
+	}, nil
+}
+
+// processCPU returns the user and system CPU time this process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// expectStates checks the table's row count by state against want (states not in want must
+// have no rows), which catches lost, duplicated and stuck jobs.
+func expectStates(ctx context.Context, s system, want map[string]int64) error {
+	got, err := s.States(ctx)
+	if err != nil {
+		return err
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Errorf("table %s.%s holds %v jobs by state, want %v", s.Schema(), s.Table(), got, want)
+	}
+	return nil
+}
+
+// countStates counts the rows of schema.table by the column col.
+func countStates(ctx context.Context, e *env, schema, table, col string) (map[string]int64, error) {
+	rows, err := e.admin.Query(ctx, fmt.Sprintf("SELECT %[1]s::text, count(*) FROM %[2]s.%[3]s GROUP BY %[1]s",
+		col, schema, table))
+	if err != nil {
+		return nil, fmt.Errorf("count %s.%s by %s: %w", schema, table, col, err)
+	}
+	defer rows.Close()
+	got := make(map[string]int64)
+	for rows.Next() {
+		var state string
+		var n int64
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("count %s.%s by %s: %w", schema, table, col, err)
+		}
+		got[state] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count %s.%s by %s: %w", schema, table, col, err)
+	}
+	return got, nil
+}
+
+// tracker records which jobs of a run the handler ran, how often, and when each first started.
+type tracker struct {
+	runs       []atomic.Int32
+	latency    []atomic.Int64 // ns from payload.Since to the first start
+	outOfRange atomic.Int64   // jobs with a number beyond the run's
+	firsts     chan struct{}  // one value per job started for the first time
+}
+
+func newTracker(n int) *tracker {
+	return &tracker{
+		runs:    make([]atomic.Int32, n),
+		latency: make([]atomic.Int64, n),
+		firsts:  make(chan struct{}, n),
+	}
+}
+
+// handle is the handler of every scenario.
+func (t *tracker) handle(p payload) {
+	started := time.Now()
+	if p.I < 0 || p.I >= int64(len(t.runs)) {
+		t.outOfRange.Add(1)
+		return
+	}
+	if t.runs[p.I].Add(1) == 1 {
+		if p.Since != 0 {
+			t.latency[p.I].Store(started.UnixNano() - p.Since)
+		}
+		t.firsts <- struct{}{}
+	}
+}
+
+// wait waits until n more jobs have started for the first time.
+func (t *tracker) wait(ctx context.Context, n int, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for i := range n {
+		select {
+		case <-t.firsts:
+		case <-deadline.C:
+			return fmt.Errorf("only %d of %d jobs started within %s", i, n, timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// check fails unless jobs 0..n-1 each ran exactly once and no other job ran.
+func (t *tracker) check(n int) error {
+	var missing, dups int
+	for i := range t.runs[:n] {
+		switch c := t.runs[i].Load(); {
+		case c == 0:
+			missing++
+		case c > 1:
+			dups++
+		}
+	}
+	if o := t.outOfRange.Load(); missing+dups > 0 || o > 0 {
+		return fmt.Errorf("of %d jobs, %d never ran and %d ran more than once; %d jobs that should not have run ran",
+			n, missing, dups, o)
+	}
+	return nil
+}
+
+// latencies returns the recorded latency of every job, by number.
+func (t *tracker) latencies() []time.Duration {
+	lat := make([]time.Duration, len(t.latency))
+	for i := range t.latency {
+		lat[i] = time.Duration(t.latency[i].Load())
+	}
+	return lat
+}
+
+// drainScheduledRatios prints scenario 6 against scenario 3, per contender.
+func drainScheduledRatios(all *results) []string {
+	var lines []string
+	for _, c := range all.contenders {
+		with, ok1 := all.median("drain-scheduled", c, "jobs/s")
+		without, ok2 := all.median("drain", c, "jobs/s")
+		if ok1 && ok2 {
+			lines = append(lines, fmt.Sprintf("%s: drain beside scheduled jobs ÷ plain drain (scenario 3) = %s",
+				c, formatRatio(with/without)))
+		}
+	}
+	return lines
+}
+
+// groupInt formats an integer with thousands separators.
+func groupInt(n int) string { return groupThousands(fmt.Sprint(n)) }
