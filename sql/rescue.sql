@@ -25,7 +25,7 @@ WITH expired AS (
     WHERE j.id = expired.id
     RETURNING j.status
 ), notified AS (
-    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a:' || $1)
+    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a ' || $1)
     WHERE EXISTS (SELECT 1 FROM rescued WHERE status = 'available')
 )
 SELECT count(*) FILTER (WHERE status = 'available'),
