@@ -78,7 +78,8 @@ func (e *engine) putBackOutcomes(batch []outcome) {
 
 // settleArgs are the columns of one batch, as the settle statements take them.
 type settleArgs struct {
-	doneIDs, doneTokens, doneNext [][16]byte
+	doneIDs, doneTokens                 [][16]byte
+	repeatIDs, repeatTokens, repeatNext [][16]byte // succeeded jobs that may repeat
 
 	failIDs, failTokens [][16]byte
 	failDelays          []int64 // µs
@@ -110,7 +111,11 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 		id, token := [16]byte(o.job.id), o.job.token
 		switch o.kind {
 		case outcomeDone:
-			a.doneIDs, a.doneTokens = append(a.doneIDs, id), append(a.doneTokens, token)
+			if o.job.repeats {
+				a.repeatIDs, a.repeatTokens = append(a.repeatIDs, id), append(a.repeatTokens, token)
+			} else {
+				a.doneIDs, a.doneTokens = append(a.doneIDs, id), append(a.doneTokens, token)
+			}
 		case outcomeRequeue:
 			a.backIDs, a.backTokens = append(a.backIDs, id), append(a.backTokens, token)
 			a.backDelays = append(a.backDelays, o.delay.Microseconds())
@@ -122,14 +127,21 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 			a.failErrors, a.failStacks = append(a.failErrors, msg), append(a.failStacks, stack)
 		}
 	}
-	for _, id := range e.c.ids.next(len(a.doneIDs)) {
-		a.doneNext = append(a.doneNext, id) // ids for the next runs of repeating jobs
+	for _, id := range e.c.ids.next(len(a.repeatIDs)) {
+		a.repeatNext = append(a.repeatNext, id) // ids for the next runs
 	}
 
+	keep := e.c.cfg.retentionOf(e.queue).Completed != 0
 	b := &pgx.Batch{}
 	if len(a.doneIDs) > 0 {
-		keep := e.c.cfg.retentionOf(e.queue).Completed != 0
-		b.Queue(completeSQL, a.doneIDs, a.doneTokens, a.doneNext, keep)
+		if keep {
+			b.Queue(completeKeepSQL, a.doneIDs, a.doneTokens)
+		} else {
+			b.Queue(completeSQL, a.doneIDs, a.doneTokens)
+		}
+	}
+	if len(a.repeatIDs) > 0 {
+		b.Queue(completeRepeatSQL, a.repeatIDs, a.repeatTokens, a.repeatNext, keep)
 	}
 	if len(a.failIDs) > 0 {
 		b.Queue(failSQL, a.failIDs, a.failTokens, a.failDelays, a.failFinal, a.failErrors, a.failStacks, maxErrorsKept)
@@ -145,6 +157,16 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 
 	results := make(map[ulid.ULID]settled, len(batch))
 	if len(a.doneIDs) > 0 {
+		rows, _ := br.Query()
+		ids, err := pgx.CollectRows(rows, scanID)
+		if err != nil {
+			return fmt.Errorf("pgqueue: complete: %w", err)
+		}
+		for _, id := range ids {
+			results[id] = settled{status: StatusCompleted}
+		}
+	}
+	if len(a.repeatIDs) > 0 {
 		rows, _ := br.Query()
 		var id ulid.ULID
 		var next *[16]byte

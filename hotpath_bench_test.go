@@ -21,7 +21,7 @@ func benchEngine(b *testing.B, n int) (*bundle, *engine) {
 		}
 	}
 	bb.exec("VACUUM ANALYZE pgqueue_jobs")
-	opts := WorkerOptions{Concurrency: 100}.withDefaults(testLogger(b))
+	opts := WorkerOptions{Concurrency: 100}.withDefaults(testLogger(b), true)
 	return bb, newEngine(bb.client, "hot", opts, func(context.Context, *jobRow, *activeJob) error { return nil })
 }
 

@@ -136,7 +136,7 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	// From here a missing row means "completed in tx", not "lock lost": the heartbeat leaves the
 	// job alone and the completer reports it completed.
 	a.completedInTx.Store(true)
-	rows, err := tx.Query(ctx, completeSQL, [][16]byte{j.ID}, [][16]byte{a.token},
+	rows, err := tx.Query(ctx, completeRepeatSQL, [][16]byte{j.ID}, [][16]byte{a.token},
 		[][16]byte{c.ids.next(1)[0]}, c.cfg.retentionOf(j.Queue).Completed != 0)
 	if err != nil {
 		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)

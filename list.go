@@ -166,11 +166,12 @@ func (q *Queue[T]) listSection(ctx context.Context, status Status, cur listCurso
 	case StatusRunning:
 		rows, err = q.c.pool.Query(ctx, listRunningSQL, q.name, [16]byte(cur.ID), n)
 	case StatusAvailable:
-		priority := cur.Priority
-		if !cur.Started {
-			priority = math.MaxInt32
+		// The run-order key is (-priority, id); before the first job, below every key.
+		key := int32(math.MinInt32)
+		if cur.Started {
+			key = -cur.Priority
 		}
-		rows, err = q.c.pool.Query(ctx, listAvailableSQL, q.name, priority, [16]byte(cur.ID), n)
+		rows, err = q.c.pool.Query(ctx, listAvailableSQL, q.name, key, [16]byte(cur.ID), n)
 	case StatusScheduled:
 		rows, err = q.c.pool.Query(ctx, listScheduledSQL, q.name, cur.At, [16]byte(cur.ID), n)
 	default:

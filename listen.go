@@ -92,8 +92,10 @@ func wakeMessage(status Status, queue string) string {
 // connection drops, and after every (re)connect wakes every subscriber, because notifications
 // sent while it was away are lost.
 type listener struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	connStr string // a connection string to listen on instead of the pool (Config.ListenConnString)
+	enabled bool   // false behind a transaction pooler without ListenConnString: workers poll
 
 	mu     sync.Mutex
 	subs   map[string]map[*subscription]struct{}
@@ -117,8 +119,14 @@ type subscription struct {
 	onMessage func(message)
 }
 
-func newListener(pool *pgxpool.Pool, log *slog.Logger) *listener {
-	return &listener{pool: pool, log: log, subs: make(map[string]map[*subscription]struct{})}
+func newListener(pool *pgxpool.Pool, cfg Config) *listener {
+	return &listener{
+		pool:    pool,
+		log:     cfg.Logger,
+		connStr: cfg.ListenConnString,
+		enabled: !cfg.TransactionPooler || cfg.ListenConnString != "",
+		subs:    make(map[string]map[*subscription]struct{}),
+	}
 }
 
 // signal leaves a pending signal on ch unless one is already there.
@@ -145,7 +153,7 @@ func (l *listener) subscribe(queue string, onMessage func(message)) *subscriptio
 	}
 	l.subs[queue][s] = struct{}{}
 	l.users++
-	if l.stop == nil && !l.closed {
+	if l.stop == nil && !l.closed && l.enabled {
 		ctx, stop := context.WithCancel(context.Background())
 		l.stop, l.done = stop, make(chan struct{})
 		go l.run(ctx, l.done)
@@ -211,15 +219,31 @@ func (l *listener) run(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// session connects, listens and dispatches notifications until the connection fails or ctx
-// ends. The connection is taken from the pool (so it has the pool's settings and search_path)
-// and hijacked, so it never counts against the pool's size.
-func (l *listener) session(ctx context.Context, failures *int) error {
+// connect opens the listening connection: one of the pool's (so it has the pool's settings
+// and search_path), hijacked so that it never counts against the pool's size; or, with
+// Config.ListenConnString, a connection of its own.
+func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
+	if l.connStr != "" {
+		conn, err := pgx.Connect(ctx, l.connStr)
+		if err != nil {
+			return nil, fmt.Errorf("pgqueue: listen: connect: %w", err)
+		}
+		return conn, nil
+	}
 	pc, err := l.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("pgqueue: listen: connect: %w", err)
+		return nil, fmt.Errorf("pgqueue: listen: connect: %w", err)
 	}
-	conn := pc.Hijack()
+	return pc.Hijack(), nil
+}
+
+// session connects, listens and dispatches notifications until the connection fails or ctx
+// ends.
+func (l *listener) session(ctx context.Context, failures *int) error {
+	conn, err := l.connect(ctx)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		l.pid.Store(0)
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -306,6 +330,9 @@ func (l *listener) subscribers(queue string) []*subscription {
 
 // waitListening waits until the listener holds a listening connection, or ctx ends.
 func (l *listener) waitListening(ctx context.Context) error {
+	if !l.enabled {
+		return errors.New("pgqueue: the client does not listen (Config.TransactionPooler without ListenConnString)")
+	}
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for l.pid.Load() == 0 {

@@ -51,6 +51,22 @@ type Config struct {
 	// QueueRetention overrides Retention for the queues it names. Give every process the same
 	// settings: the workers of a queue apply their own client's.
 	QueueRetention map[string]Retention
+
+	// TransactionPooler says that the pool reaches Postgres through a pooler in transaction mode
+	// (PgBouncer's pool_mode = transaction), which hands out a server connection per transaction.
+	// pgqueue then never LISTENs on the pool: it listens on ListenConnString if that is set, and
+	// otherwise its workers poll every PollIntervalPooledDefault and Queue.Watch is unavailable.
+	// The pool must not use pgx's prepared-statement cache: add
+	// default_query_exec_mode=cache_describe to its connection string (NewClient checks). Run
+	// Migrate over a direct connection: it takes a session lock. Defaults to false.
+	TransactionPooler bool
+
+	// ListenConnString is the connection string of the connection the client LISTENs on, in
+	// place of one taken from the pool: a direct connection to Postgres (or through a pooler in
+	// session mode) when the pool goes through a transaction-mode pooler. It must select the same
+	// schema as the pool (search_path, e.g. options=-csearch_path=jobs). Defaults to a connection
+	// of the pool.
+	ListenConnString string
 }
 
 // Defaults of Retention.
@@ -118,6 +134,12 @@ func (c Config) validate() error {
 	if c.MaxPayloadBytes < 0 {
 		return invalidf("Config.MaxPayloadBytes %d is negative", c.MaxPayloadBytes)
 	}
+	if c.ListenConnString != "" {
+		if _, err := pgx.ParseConfig(c.ListenConnString); err != nil {
+			// The parse error may quote the string, password included: do not pass it on.
+			return invalidf("Config.ListenConnString does not parse as a connection string")
+		}
+	}
 	for name := range c.QueueRetention {
 		if err := ValidateQueueName(name); err != nil {
 			return fmt.Errorf("Config.QueueRetention: %w", err)
@@ -162,11 +184,15 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	if c.TransactionPooler && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return nil, invalidf("Config.TransactionPooler: the pool caches prepared statements, which a " +
+			"transaction-mode pooler cannot keep; add default_query_exec_mode=cache_describe to its connection string")
+	}
 	client := &Client{
 		pool:     pool,
 		cfg:      c,
 		ids:      idSource{entropy: ulid.Monotonic(rand.Reader, 0)},
-		listener: newListener(pool, c.Logger),
+		listener: newListener(pool, c),
 	}
 	client.notifier = newNotifier(
 		func(ctx context.Context, msg string) error {
@@ -253,7 +279,7 @@ func (q *Queue[T]) Name() string { return q.name }
 // EnqueueOptions are the options of one enqueue call. A nil *EnqueueOptions means defaults.
 type EnqueueOptions struct {
 	// Priority orders runnable jobs within the queue: higher runs first, and jobs of equal
-	// priority run in the order they were enqueued. Must fit in 32 bits. Defaults to 0.
+	// priority run in the order they were enqueued. From -2^31+1 to 2^31-1. Defaults to 0.
 	Priority int
 
 	// RunAt delays the job until this time. Exclusive with Delay. Defaults to now.
@@ -310,8 +336,8 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 	}
 	var p enqueueParams
 	switch {
-	case o.Priority < math.MinInt32 || o.Priority > math.MaxInt32:
-		return p, invalidf("Priority %d does not fit in 32 bits", o.Priority)
+	case o.Priority <= math.MinInt32 || o.Priority > math.MaxInt32:
+		return p, invalidf("Priority %d is out of range -2^31+1 .. 2^31-1", o.Priority)
 	case o.Delay < 0:
 		return p, invalidf("Delay %s is negative", o.Delay)
 	case o.Delay > 0 && !o.RunAt.IsZero():

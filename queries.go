@@ -18,6 +18,10 @@ var (
 	clientStatsSQL string
 	//go:embed sql/complete.sql
 	completeSQL string
+	//go:embed sql/complete_keep.sql
+	completeKeepSQL string
+	//go:embed sql/complete_repeat.sql
+	completeRepeatSQL string
 	//go:embed sql/count_available.sql
 	countAvailableSQL string
 	//go:embed sql/delete.sql

@@ -73,6 +73,9 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 	if q.c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if !q.c.listener.enabled {
+		return nil, fmt.Errorf("pgqueue: watch %s: needs LISTEN; give Config.ListenConnString", q.name)
+	}
 	if err := q.renewWatch(ctx); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,9 @@ const (
 	LockDurationDefault = 30 * time.Second
 	// PollIntervalDefault is the default of WorkerOptions.PollInterval.
 	PollIntervalDefault = 2 * time.Second
+	// PollIntervalPooledDefault is the default of WorkerOptions.PollInterval for a client that
+	// does not listen (Config.TransactionPooler without Config.ListenConnString).
+	PollIntervalPooledDefault = 200 * time.Millisecond
 	// ShutdownTimeoutDefault is the default of WorkerOptions.ShutdownTimeout.
 	ShutdownTimeoutDefault = 10 * time.Second
 )
@@ -62,7 +65,8 @@ type WorkerOptions struct {
 
 	// PollInterval is how often an idle worker looks for work, and takes back expired leases,
 	// without being woken. Wake-ups come through LISTEN/NOTIFY, so this is only a safety net.
-	// Defaults to PollIntervalDefault.
+	// Defaults to PollIntervalDefault, or PollIntervalPooledDefault for a client that does not
+	// listen.
 	PollInterval time.Duration
 
 	// ShutdownTimeout is how long Run, once its context ends, lets running jobs finish before
@@ -82,11 +86,15 @@ type WorkerOptions struct {
 	Logger *slog.Logger
 }
 
-func (o WorkerOptions) withDefaults(log *slog.Logger) WorkerOptions {
+func (o WorkerOptions) withDefaults(log *slog.Logger, listening bool) WorkerOptions {
 	o.Concurrency = cmp.Or(o.Concurrency, ConcurrencyDefault)
 	o.LockDuration = cmp.Or(o.LockDuration, LockDurationDefault)
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, o.LockDuration/3)
-	o.PollInterval = cmp.Or(o.PollInterval, PollIntervalDefault)
+	if listening {
+		o.PollInterval = cmp.Or(o.PollInterval, PollIntervalDefault)
+	} else {
+		o.PollInterval = cmp.Or(o.PollInterval, PollIntervalPooledDefault)
+	}
 	o.ShutdownTimeout = cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault)
 	o.RetryBackoff = o.RetryBackoff.withDefaults()
 	if o.Logger == nil {
@@ -142,7 +150,7 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 	if w.handler == nil {
 		return invalidf("NewWorker needs a handler")
 	}
-	opts := w.opts.withDefaults(w.q.c.cfg.Logger)
+	opts := w.opts.withDefaults(w.q.c.cfg.Logger, w.q.c.listener.enabled)
 	if err := opts.validate(); err != nil {
 		return err
 	}
@@ -206,6 +214,7 @@ type activeJob struct {
 	attempt       int
 	maxAttempts   int
 	watched       bool // the queue was watched when the job was claimed
+	repeats       bool // the job has repeats left
 	started       time.Time
 	leaseEnd      time.Time // local, conservative estimate of lock_until
 	cancel        context.CancelCauseFunc
@@ -359,6 +368,10 @@ func (e *engine) fetchLoop(ctx context.Context, jobBase context.Context) {
 						e.handBack(res.jobs)
 						return
 					}
+					if res.jobs[0].watched {
+						// Before the handlers start, so that watchers hear of the start first.
+						e.announce(ctx, msgStarted, rowIDs(res.jobs))
+					}
 					e.start(jobBase, res.jobs, res.leaseEnd)
 				}
 			}
@@ -490,6 +503,7 @@ func (e *engine) start(jobBase context.Context, rows []*jobRow, leaseEnd time.Ti
 			attempt:     r.attempt,
 			maxAttempts: r.maxAttempts,
 			watched:     r.watched,
+			repeats:     r.repeatRemaining != 0,
 			started:     now,
 			leaseEnd:    leaseEnd,
 			cancel:      cancel,
@@ -587,8 +601,8 @@ func (e *engine) onMessage(m message) {
 	e.reportCancelled(cancelled)
 }
 
-// announce tells watchers of the queue about settled jobs (msgCompleted, …). The statement sends
-// nothing if nobody watches any more. Failures only cost watchers an update.
+// announce tells watchers of the queue about jobs (msgStarted, msgCompleted, …). The statement
+// sends nothing if nobody watches any more. Failures only cost watchers an update.
 func (e *engine) announce(ctx context.Context, kind byte, ids []ulid.ULID) {
 	if len(ids) == 0 {
 		return
@@ -651,4 +665,12 @@ func (e *engine) waitHandlers(d time.Duration) bool {
 			return false
 		}
 	}
+}
+
+func rowIDs(rows []*jobRow) []ulid.ULID {
+	ids := make([]ulid.ULID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.id
+	}
+	return ids
 }

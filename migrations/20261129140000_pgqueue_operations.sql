@@ -12,14 +12,23 @@ ALTER TABLE pgqueue_jobs
 CREATE UNIQUE INDEX pgqueue_jobs_unique_idx ON pgqueue_jobs (queue, unique_key)
     WHERE unique_key IS NOT NULL AND status IN ('scheduled', 'available', 'running');
 
--- The claim index carries run_at, so the age of the oldest waiting job is an index-only read.
+-- Run order as one ascending key, (-priority, id): a place in line is then a single range of the
+-- claim index (a keyset page is one row comparison), and no other index can serve that order, so
+-- the planner never walks the primary key instead. The index carries run_at, so the age of the
+-- oldest waiting job is an index-only read. (Priorities range over -2^31+1 .. 2^31-1.)
 DROP INDEX pgqueue_jobs_claim_idx;
-CREATE INDEX pgqueue_jobs_claim_idx ON pgqueue_jobs (queue, priority DESC, id) INCLUDE (run_at)
+CREATE INDEX pgqueue_jobs_claim_idx ON pgqueue_jobs (queue, (-priority), id) INCLUDE (run_at)
     WHERE status = 'available';
 
 -- Scheduled jobs in (run_at, id) order: promotion, and listing page by page.
 DROP INDEX pgqueue_jobs_scheduled_idx;
 CREATE INDEX pgqueue_jobs_scheduled_idx ON pgqueue_jobs (queue, run_at, id) WHERE status = 'scheduled';
+
+-- Running jobs in id order, for listing (with only the queue as key, a listing of running jobs
+-- could be planned as a walk of the primary key through every row). Heartbeats change neither
+-- column.
+DROP INDEX pgqueue_jobs_running_idx;
+CREATE INDEX pgqueue_jobs_running_idx ON pgqueue_jobs (queue, id) WHERE status = 'running';
 
 -- Finished jobs kept by retention: listing, and pruning by finished_at.
 CREATE INDEX pgqueue_jobs_finished_idx ON pgqueue_jobs (queue, status, finished_at, id)
@@ -36,6 +45,8 @@ CREATE TABLE pgqueue_queues (
 -- +goose Down
 DROP TABLE pgqueue_queues;
 DROP INDEX pgqueue_jobs_finished_idx;
+DROP INDEX pgqueue_jobs_running_idx;
+CREATE INDEX pgqueue_jobs_running_idx ON pgqueue_jobs (queue) WHERE status = 'running';
 DROP INDEX pgqueue_jobs_scheduled_idx;
 CREATE INDEX pgqueue_jobs_scheduled_idx ON pgqueue_jobs (queue, run_at) WHERE status = 'scheduled';
 DROP INDEX pgqueue_jobs_claim_idx;

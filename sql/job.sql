@@ -9,7 +9,7 @@ SELECT j.id, j.status, j.priority, j.attempt, j.max_attempts, j.run_at, j.create
            WHEN 'available' THEN 1 + (
                SELECT count(*) FROM pgqueue_jobs AS a
                WHERE a.queue = j.queue AND a.status = 'available'
-                 AND (a.priority > j.priority OR (a.priority = j.priority AND a.id < j.id)))
+                 AND (-a.priority, a.id) < (-j.priority, j.id))
            WHEN 'scheduled' THEN 1 + (
                SELECT count(*) FROM pgqueue_jobs AS a WHERE a.queue = j.queue AND a.status = 'available') + (
                SELECT count(*) FROM pgqueue_jobs AS s

@@ -1,7 +1,7 @@
 -- rescue: takes back up to $2 running jobs of queue $1 whose lease ran out (their worker died,
 -- froze or lost the database): available again with the lost attempt recorded in errors, or
 -- failed when that was the last attempt. Wakes the queue's workers if any became available.
--- Reads pgqueue_jobs_running_idx (queue) WHERE status = 'running'.
+-- Reads pgqueue_jobs_running_idx (queue, id) WHERE status = 'running'.
 WITH expired AS (
     SELECT id
     FROM pgqueue_jobs
