@@ -168,6 +168,10 @@ type Client struct {
 	listener *listener
 	notifier *notifier
 	closed   atomic.Bool
+	done     chan struct{} // closed by Close: ends the client's watches
+
+	watchMu sync.Mutex // orders the start of a watch with Close
+	watches sync.WaitGroup
 }
 
 // NewClient returns a Client that works through pool. A nil cfg means defaults. NewClient does
@@ -193,6 +197,7 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 		cfg:      c,
 		ids:      idSource{entropy: ulid.Monotonic(rand.Reader, 0)},
 		listener: newListener(pool, c),
+		done:     make(chan struct{}),
 	}
 	client.notifier = newNotifier(
 		func(ctx context.Context, msg string) error {
@@ -205,12 +210,19 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	return client, nil
 }
 
-// Close sends any wake-up notification still pending, stops the client's listener and makes
-// later enqueues fail with ErrClosed. It does not
+// Close ends the client's watches, sends any wake-up notification still pending, stops the
+// client's listener and makes later calls fail with ErrClosed. It does not
 // close the pool, which belongs to the caller. Stop the client's workers (cancel their Run
 // contexts) before calling Close; a worker still running falls back to polling.
 func (c *Client) Close() error {
-	c.closed.Store(true)
+	c.watchMu.Lock()
+	if c.closed.Swap(true) {
+		c.watchMu.Unlock()
+		return nil
+	}
+	close(c.done)
+	c.watchMu.Unlock()
+	c.watches.Wait()
 	c.notifier.close()
 	c.listener.close()
 	return nil
@@ -456,7 +468,7 @@ func (q *Queue[T]) enqueue(ctx context.Context, db querier, autocommit bool, pay
 // commit or roll back; if the live job it collided with has finished by the time it is read,
 // the insert is tried again.
 func (q *Queue[T]) enqueueUnique(ctx context.Context, db querier, j *Job[T], body []byte, p enqueueParams) (*Job[T], error) {
-	for {
+	for tries := 1; ; tries++ {
 		var notified int
 		err := db.QueryRow(ctx, enqueueUniqueSQL, [16]byte(j.ID), q.name, p.priority, body, p.runAt,
 			p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery).
@@ -475,8 +487,11 @@ func (q *Queue[T]) enqueueUnique(ctx context.Context, db querier, j *Job[T], bod
 		if err != nil {
 			return nil, fmt.Errorf("pgqueue: enqueue to %s: find duplicate: %w", q.name, err)
 		}
-		if len(found) == 0 {
+		if len(found) == 0 && tries < 3 {
 			continue // the live job finished meanwhile: try the insert again
+		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("pgqueue: enqueue to %s: a job with the unique key keeps colliding yet is not visible", q.name)
 		}
 		e, err := decodeEntry[T](q.name, found[0])
 		if err != nil {

@@ -67,7 +67,7 @@ const watchTTL = time.Minute
 // While a queue is watched, its workers announce the jobs they start and settle (a notification
 // per batch); nobody pays for that when nobody watches.
 //
-// The channel closes when ctx ends. It survives reconnects of the listener, after which it
+// The channel closes when ctx ends or the client is closed. It survives reconnects of the listener, after which it
 // delivers ChangeResync; so it does if the reader falls more than 1024 changes behind.
 func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 	if q.c.closed.Load() {
@@ -98,7 +98,16 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 	}
 
 	out := make(chan Change)
+	q.c.watchMu.Lock()
+	if q.c.closed.Load() {
+		q.c.watchMu.Unlock()
+		sub.close()
+		return nil, ErrClosed
+	}
+	q.c.watches.Add(1)
+	q.c.watchMu.Unlock()
 	go func() {
+		defer q.c.watches.Done()
 		defer close(out)
 		defer sub.close()
 		renew := time.NewTicker(watchTTL / 3)
@@ -107,6 +116,8 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 			var c Change
 			select {
 			case <-ctx.Done():
+				return
+			case <-q.c.done:
 				return
 			case <-renew.C:
 				if err := q.renewWatch(ctx); err != nil && ctx.Err() == nil {
@@ -120,6 +131,8 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 			}
 			select {
 			case <-ctx.Done():
+				return
+			case <-q.c.done:
 				return
 			case out <- c:
 			}

@@ -108,3 +108,22 @@ func hasID(ids []ulid.ULID, id ulid.ULID) bool {
 	}
 	return false
 }
+
+func TestWatchEndsWithClose(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.newClient()
+	q := newQueue[int](t, c, "closing")
+	changes, err := q.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range changes { // must close
+	}
+	if _, err := q.Watch(t.Context()); err == nil {
+		t.Fatal("Watch on a closed client succeeded")
+	}
+}
