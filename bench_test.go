@@ -176,3 +176,73 @@ func BenchmarkDueLatency(b *testing.B) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 }
+
+// BenchmarkOperate1M measures what operators call on a queue of 10⁶ jobs (900,000 available at
+// three priorities, 100,000 scheduled): Stats, Client.Stats, a first listing page, a page deep
+// in the queue, and Job with its place.
+func BenchmarkOperate1M(b *testing.B) {
+	bb := setup(b)
+	q := newQueue[int](b, bb.client, "big")
+	batch := make([]int, 10_000)
+	for i := range 90 {
+		if _, err := q.EnqueueMany(b.Context(), batch, &EnqueueOptions{Priority: i % 3}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 10 {
+		if _, err := q.EnqueueMany(b.Context(), batch, &EnqueueOptions{Delay: time.Hour}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bb.exec("VACUUM ANALYZE pgqueue_jobs")
+	// A cursor half-way down the line.
+	deep := &ListOptions{Limit: 10_000}
+	for range 50 {
+		page, err := q.Jobs(b.Context(), deep)
+		if err != nil {
+			b.Fatal(err)
+		}
+		deep.Cursor = page.Next
+	}
+	deep.Limit = 100
+	mid, err := q.Jobs(b.Context(), deep)
+	if err != nil || len(mid.Jobs) == 0 {
+		b.Fatal(err)
+	}
+	b.Run("QueueStats", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := q.Stats(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ClientStats", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := bb.client.Stats(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("FirstPage100", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := q.Jobs(b.Context(), &ListOptions{Limit: 100}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("PageAt500k", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := q.Jobs(b.Context(), deep); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("JobWithPlace", func(b *testing.B) {
+		id := mid.Jobs[0].ID
+		for b.Loop() {
+			if _, err := q.Job(b.Context(), id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -78,7 +78,8 @@ func (e *engine) putBackOutcomes(batch []outcome) {
 
 // settleArgs are the columns of one batch, as the settle statements take them.
 type settleArgs struct {
-	doneIDs, doneTokens [][16]byte
+	doneIDs, doneTokens                 [][16]byte
+	repeatIDs, repeatTokens, repeatNext [][16]byte // succeeded jobs that may repeat
 
 	failIDs, failTokens [][16]byte
 	failDelays          []int64 // µs
@@ -87,24 +88,38 @@ type settleArgs struct {
 	failStacks          []string
 
 	backIDs, backTokens [][16]byte
+	backDelays          []int64 // µs
 }
 
-// settleOutcomes writes a batch of outcomes in one round trip: succeeded jobs are deleted,
-// failed attempts are recorded and retried or failed, and jobs interrupted by shutdown are
-// handed back. Every statement matches on (id, lock_token), so an outcome whose lock was lost
-// changes nothing; it is reported as EventLockLost.
+// settled is what the table says became of one job of a batch.
+type settled struct {
+	status Status    // status after a failure or a requeue; StatusCompleted for a success
+	runAt  time.Time // when it runs next (retry, requeue)
+	repeat ulid.ULID // the next run of a repeating job; zero if none
+}
+
+// settleOutcomes writes a batch of outcomes in one round trip: succeeded jobs are completed
+// (deleted or kept, and followed by their next run if they repeat), failed attempts are recorded
+// and retried or failed, and snoozed jobs or jobs interrupted by shutdown go back in line. Every
+// statement matches on (id, lock_token), so an outcome whose lock was lost changes nothing; it is
+// reported as EventLockLost.
 func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 	// Lock rows in id order, as the heartbeat does.
 	slices.SortFunc(batch, func(a, b outcome) int { return a.job.id.Compare(b.job.id) })
 	var a settleArgs
 	for _, o := range batch {
 		id, token := [16]byte(o.job.id), o.job.token
-		switch {
-		case o.handback:
+		switch o.kind {
+		case outcomeDone:
+			if o.job.repeats {
+				a.repeatIDs, a.repeatTokens = append(a.repeatIDs, id), append(a.repeatTokens, token)
+			} else {
+				a.doneIDs, a.doneTokens = append(a.doneIDs, id), append(a.doneTokens, token)
+			}
+		case outcomeRequeue:
 			a.backIDs, a.backTokens = append(a.backIDs, id), append(a.backTokens, token)
-		case o.err == nil:
-			a.doneIDs, a.doneTokens = append(a.doneIDs, id), append(a.doneTokens, token)
-		default:
+			a.backDelays = append(a.backDelays, o.delay.Microseconds())
+		case outcomeFailed:
 			a.failIDs, a.failTokens = append(a.failIDs, id), append(a.failTokens, token)
 			a.failDelays = append(a.failDelays, e.opts.RetryBackoff.Delay(o.job.attempt).Microseconds())
 			a.failFinal = append(a.failFinal, o.final)
@@ -112,16 +127,27 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 			a.failErrors, a.failStacks = append(a.failErrors, msg), append(a.failStacks, stack)
 		}
 	}
+	for _, id := range e.c.ids.next(len(a.repeatIDs)) {
+		a.repeatNext = append(a.repeatNext, id) // ids for the next runs
+	}
 
+	keep := e.c.cfg.retentionOf(e.queue).Completed != 0
 	b := &pgx.Batch{}
 	if len(a.doneIDs) > 0 {
-		b.Queue(completeSQL, a.doneIDs, a.doneTokens)
+		if keep {
+			b.Queue(completeKeepSQL, a.doneIDs, a.doneTokens)
+		} else {
+			b.Queue(completeSQL, a.doneIDs, a.doneTokens)
+		}
+	}
+	if len(a.repeatIDs) > 0 {
+		b.Queue(completeRepeatSQL, a.repeatIDs, a.repeatTokens, a.repeatNext, keep)
 	}
 	if len(a.failIDs) > 0 {
-		b.Queue(retrySQL, a.failIDs, a.failTokens, a.failDelays, a.failFinal, a.failErrors, a.failStacks, maxErrorsKept)
+		b.Queue(failSQL, a.failIDs, a.failTokens, a.failDelays, a.failFinal, a.failErrors, a.failStacks, maxErrorsKept)
 	}
 	if len(a.backIDs) > 0 {
-		b.Queue(handbackSQL, a.backIDs, a.backTokens, e.queue)
+		b.Queue(requeueSQL, a.backIDs, a.backTokens, a.backDelays, e.queue)
 	}
 	// A statement under way is not interrupted: its effect would be unknown.
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.LockDuration)
@@ -129,7 +155,7 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 	br := e.c.pool.SendBatch(qctx, b)
 	defer br.Close()
 
-	completed := make(map[ulid.ULID]bool, len(a.doneIDs))
+	results := make(map[ulid.ULID]settled, len(batch))
 	if len(a.doneIDs) > 0 {
 		rows, _ := br.Query()
 		ids, err := pgx.CollectRows(rows, scanID)
@@ -137,70 +163,110 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 			return fmt.Errorf("pgqueue: complete: %w", err)
 		}
 		for _, id := range ids {
-			completed[id] = true
+			results[id] = settled{status: StatusCompleted}
 		}
 	}
-	type retried struct {
-		status Status
-		runAt  time.Time
-	}
-	failed := make(map[ulid.ULID]retried, len(a.failIDs))
-	if len(a.failIDs) > 0 {
+	if len(a.repeatIDs) > 0 {
 		rows, _ := br.Query()
 		var id ulid.ULID
-		var r retried
-		_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &r.status, &r.runAt}, func() error {
-			failed[id] = r
+		var next *[16]byte
+		_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &next}, func() error {
+			r := settled{status: StatusCompleted}
+			if next != nil {
+				r.repeat = *next
+			}
+			results[id] = r
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("pgqueue: retry: %w", err)
+			return fmt.Errorf("pgqueue: complete: %w", err)
+		}
+	}
+	if len(a.failIDs) > 0 {
+		if err := collectMoved(br, results); err != nil {
+			return fmt.Errorf("pgqueue: fail: %w", err)
 		}
 	}
 	if len(a.backIDs) > 0 {
-		var n, notified int
-		if err := br.QueryRow().Scan(&n, &notified); err != nil {
-			return fmt.Errorf("pgqueue: hand back: %w", err)
+		if err := collectMoved(br, results); err != nil {
+			return fmt.Errorf("pgqueue: requeue: %w", err)
 		}
-		e.log.Info("pgqueue: handed unfinished jobs back to the queue", "jobs", n)
 	}
 	if err := br.Close(); err != nil {
 		return fmt.Errorf("pgqueue: settle: %w", err)
 	}
 
+	// Events first: EventDrained, which the fetch loop may emit once the jobs are gone, must
+	// follow the events of the jobs it covers.
+	e.report(ctx, batch, results)
 	e.mu.Lock()
 	for _, o := range batch {
 		delete(e.jobs, o.job.id)
 	}
 	e.mu.Unlock()
 	signal(e.freed)
+	return nil
+}
 
+// collectMoved reads the (id, status, run_at) rows of fail.sql or requeue.sql into results.
+func collectMoved(br pgx.BatchResults, results map[ulid.ULID]settled) error {
+	rows, _ := br.Query()
+	var id ulid.ULID
+	var r settled
+	_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &r.status, &r.runAt}, func() error {
+		results[id] = r
+		return nil
+	})
+	return err
+}
+
+// report emits the events of a settled batch, wakes this worker for jobs it put back in line,
+// and tells watchers (if the queue was watched when the jobs were claimed).
+func (e *engine) report(ctx context.Context, batch []outcome, results map[ulid.ULID]settled) {
+	var completed, retrying, failed []ulid.ULID
+	watched := false
 	for _, o := range batch {
 		j := o.job
-		ev := Event{JobID: j.id, Attempt: j.attempt, Elapsed: o.elapsed, Err: o.err}
-		switch r, ok := failed[j.id]; {
-		case o.handback:
-			continue
-		case o.err == nil && completed[j.id]:
-			ev.Kind = EventCompleted
-		case ok && r.status == StatusFailed:
-			ev.Kind = EventFailed
-			e.log.Warn("pgqueue: job failed", "job", j.id, "attempt", j.attempt, "error", o.err)
-		case ok:
-			ev.Kind, ev.RunAt = EventRetrying, r.runAt
-			if r.status == StatusAvailable {
-				signal(e.available)
-			} else {
+		watched = watched || j.watched
+		r, ok := results[j.id]
+		ev := Event{JobID: j.id, Attempt: j.attempt, Elapsed: o.elapsed}
+		switch {
+		case o.kind == outcomeDone && (ok || j.completedInTx.Load()):
+			// A job completed in the handler's transaction has no row left to match.
+			ev.Kind, ev.RepeatedAs = EventCompleted, r.repeat
+			completed = append(completed, j.id)
+			if r.repeat != (ulid.ULID{}) {
 				signal(e.scheduled)
+				signal(e.available)
 			}
-		default:
-			ev.Kind, ev.Err = EventLockLost, nil
+		case !ok:
+			ev.Kind = EventLockLost
 			e.log.Warn("pgqueue: lost the lock of a job before its outcome was saved; the outcome is ignored",
 				"job", j.id, "attempt", j.attempt)
+		case o.kind == outcomeRequeue && o.err == nil:
+			continue // handed back at shutdown
+		case o.kind == outcomeRequeue:
+			ev.Kind, ev.RunAt = EventSnoozed, r.runAt
+		case r.status == StatusFailed:
+			ev.Kind, ev.Err = EventFailed, o.err
+			failed = append(failed, j.id)
+			e.log.Warn("pgqueue: job failed", "job", j.id, "attempt", j.attempt, "error", o.err)
+		default:
+			ev.Kind, ev.Err, ev.RunAt = EventRetrying, o.err, r.runAt
+			retrying = append(retrying, j.id)
+		}
+		if ok && r.status == StatusAvailable {
+			signal(e.available)
+		} else if ok && r.status == StatusScheduled {
+			signal(e.scheduled)
 		}
 		e.emit(ev)
 	}
-	return nil
+	if watched {
+		e.announce(ctx, msgCompleted, completed)
+		e.announce(ctx, msgRetrying, retrying)
+		e.announce(ctx, msgFailed, failed)
+	}
 }
 
 func scanID(r pgx.CollectableRow) (ulid.ULID, error) {

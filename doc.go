@@ -25,6 +25,12 @@
 //	}, &pgqueue.WorkerOptions{Concurrency: 20})
 //	err = w.Run(ctx) // until ctx ends; then shuts down gracefully
 //
+// A handler returns nil to complete its job, an error to retry it after a back-off,
+// Snooze(d) to run it later without using an attempt, or Permanent(err) to fail it at once; it
+// may checkpoint with Job.Update and complete inside its own transaction with Job.CompleteTx.
+// Queues are operated with Pause, Resume, Cancel, Retry, Delete, DeleteWaiting, Jobs (a listing
+// in run order with places), Job, Stats and Watch (a channel of changes driven by NOTIFY).
+//
 // Tables live in the first schema of the pool's search_path; give pgqueue a schema of its own
 // by setting search_path on the pool's connections.
 package pgqueue

@@ -122,6 +122,7 @@ func TestEnqueueInvalid(t *testing.T) {
 		{"huge max attempts", 1, &EnqueueOptions{MaxAttempts: math.MaxInt32 + 1}, ErrInvalidOption},
 		{"negative retry delay", 1, &EnqueueOptions{RetryDelay: -time.Second}, ErrInvalidOption},
 		{"priority overflow", 1, &EnqueueOptions{Priority: math.MaxInt32 + 1}, ErrInvalidOption},
+		{"priority underflow", 1, &EnqueueOptions{Priority: math.MinInt32}, ErrInvalidOption},
 		{"unmarshalable payload", make(chan int), nil, nil},
 		{"failing marshaler", failingMarshaler{}, nil, errMarshal},
 		{"oversized payload", strings.Repeat("x", MaxPayloadBytesDefault), nil, ErrPayloadTooLarge},

@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 var (
@@ -26,6 +27,29 @@ var (
 	// job did not finish within WorkerOptions.ShutdownTimeout. The job is handed back to the queue
 	// without charging the attempt.
 	ErrShutdown = errors.New("pgqueue: worker shutting down")
+
+	// ErrCancelled is the cause (context.Cause) of a running job's context when the job was
+	// cancelled (Queue.Cancel, or Queue.Delete with Cancel). Its outcome is discarded.
+	ErrCancelled = errors.New("pgqueue: job cancelled")
+
+	// ErrNotFound is returned when the queue has no job with the given id. A job of another
+	// queue is not found either.
+	ErrNotFound = errors.New("pgqueue: job not found")
+
+	// ErrJobRunning is returned by Queue.Delete for a running job unless DeleteOptions.Cancel is
+	// set, and by Queue.Retry for a running job.
+	ErrJobRunning = errors.New("pgqueue: job is running")
+
+	// ErrJobFinished is returned by Queue.Cancel for a job that has already completed or failed.
+	ErrJobFinished = errors.New("pgqueue: job already finished")
+
+	// ErrDuplicate is returned by Queue.Retry when the job has a unique key and another live job
+	// of the queue has the same key.
+	ErrDuplicate = errors.New("pgqueue: a live job has the same unique key")
+
+	// ErrNotHeld is returned by Job.Update and Job.CompleteTx on a job that no handler holds
+	// (one returned by an enqueue call or a listing), or whose lock was lost.
+	ErrNotHeld = errors.New("pgqueue: job not held by this handler")
 
 	// ErrWorkerRunning is returned by Worker.Run when the worker is already running.
 	ErrWorkerRunning = errors.New("pgqueue: worker already running")
@@ -53,3 +77,39 @@ type PanicError struct {
 
 // Error describes the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// SnoozeError is returned by Snooze.
+type SnoozeError struct {
+	// Delay is how long the job waits before it runs again.
+	Delay time.Duration
+}
+
+// Error describes the snooze.
+func (e *SnoozeError) Error() string { return fmt.Sprintf("pgqueue: snoozed for %s", e.Delay) }
+
+// Snooze returns an error for a handler to return when its job should run again later, after d,
+// without using an attempt and without recording an error: the job goes back to scheduled
+// (available if d is not positive).
+func Snooze(d time.Duration) error { return &SnoozeError{Delay: max(d, 0)} }
+
+// PermanentError is returned by Permanent.
+type PermanentError struct {
+	// Err is the error that failed the job.
+	Err error
+}
+
+// Error returns the message of the wrapped error.
+func (e *PermanentError) Error() string {
+	if e.Err == nil {
+		return "pgqueue: permanent failure"
+	}
+	return e.Err.Error()
+}
+
+// Unwrap returns the wrapped error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps an error for a handler to return when retrying cannot help (invalid input, a
+// resource that is gone): the job ends failed at once, with err recorded, whatever attempts it
+// has left. Permanent(nil) fails the job too.
+func Permanent(err error) error { return &PermanentError{Err: err} }

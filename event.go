@@ -25,6 +25,11 @@ const (
 	// settled. Reported once each time the worker goes from busy to idle, and at start when the
 	// queue is empty.
 	EventDrained EventKind = "drained"
+	// EventSnoozed: the handler returned Snooze; the job runs again at RunAt, attempt not charged.
+	EventSnoozed EventKind = "snoozed"
+	// EventCancelled: a running job was cancelled (Queue.Cancel, or Queue.Delete with Cancel);
+	// the handler's context was cancelled with ErrCancelled and its outcome is discarded.
+	EventCancelled EventKind = "cancelled"
 	// EventError: the worker could not reach the database or a statement failed (Err). The
 	// worker keeps going and retries with back-off; no job is lost.
 	EventError EventKind = "error"
@@ -43,8 +48,11 @@ type Event struct {
 	Attempt int
 	// Err is the attempt's error (EventRetrying, EventFailed), or the worker's (EventError).
 	Err error
-	// RunAt is when the job may run again (EventRetrying).
+	// RunAt is when the job may run again (EventRetrying, EventSnoozed).
 	RunAt time.Time
+	// RepeatedAs is the id of the job's next run, enqueued when it completed (EventCompleted of
+	// a repeating job); zero otherwise.
+	RepeatedAs ulid.ULID
 	// Elapsed is how long the handler ran (EventCompleted, EventRetrying, EventFailed).
 	Elapsed time.Duration
 }

@@ -118,3 +118,110 @@ func Example_worker() {
 		log.Fatal(err)
 	}
 }
+
+// A report that runs every night, for ever. The unique key keeps a single chain however many
+// times the application enqueues it at start-up.
+func ExampleEnqueueOptions_repeat() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	reports, _ := pgqueue.NewQueue[string](client, "reports")
+
+	job, err := reports.Enqueue(ctx, "nightly", &pgqueue.EnqueueOptions{
+		UniqueKey:   "nightly-report",
+		RepeatCount: pgqueue.RepeatForever,
+		RepeatEvery: 24 * time.Hour,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.Duplicate) // true on every start-up after the first
+}
+
+// Welcome an address once, however many times sign-up is retried.
+func ExampleEnqueueOptions_unique() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	emails, _ := pgqueue.NewQueue[Email](client, "emails")
+
+	to := "ada@example.com"
+	job, err := emails.Enqueue(ctx, Email{To: to, Subject: "Welcome"}, &pgqueue.EnqueueOptions{UniqueKey: "welcome:" + to})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if job.Duplicate {
+		fmt.Println("already queued as", job.ID)
+	}
+}
+
+// Cancelling stops a running job within milliseconds: its handler's context is cancelled.
+func ExampleQueue_Cancel() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	exports, _ := pgqueue.NewQueue[string](client, "exports")
+
+	job, _ := exports.Enqueue(ctx, "customers.csv", nil)
+	err := exports.Cancel(ctx, job.ID)
+	switch {
+	case errors.Is(err, pgqueue.ErrJobFinished):
+		fmt.Println("too late: it already finished")
+	case err != nil:
+		log.Fatal(err)
+	}
+
+	// In the handler:
+	_ = func(ctx context.Context, job *pgqueue.Job[string]) error {
+		<-ctx.Done()
+		if errors.Is(context.Cause(ctx), pgqueue.ErrCancelled) {
+			return nil // the outcome is ignored anyway; clean up and return
+		}
+		return ctx.Err()
+	}
+}
+
+// A live view of a queue, without polling.
+func ExampleQueue_Watch() {
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	emails, _ := pgqueue.NewQueue[Email](client, "emails")
+
+	changes, err := emails.Watch(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for c := range changes { // until ctx ends
+		if c.Kind == pgqueue.ChangeResync {
+			page, _ := emails.Jobs(ctx, nil)
+			fmt.Println("jobs waiting or running:", len(page.Jobs))
+			continue
+		}
+		fmt.Println(c.Kind, c.JobIDs)
+	}
+}
+
+// Walk a queue page by page, in the order its jobs will run.
+func ExampleQueue_Jobs() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	emails, _ := pgqueue.NewQueue[Email](client, "emails")
+
+	opts := &pgqueue.ListOptions{Limit: 500}
+	for {
+		page, err := emails.Jobs(ctx, opts)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, e := range page.Jobs {
+			fmt.Println(e.Place, e.Status, e.ID, e.Payload.To)
+		}
+		if page.Next == "" {
+			break
+		}
+		opts.Cursor = page.Next
+	}
+}

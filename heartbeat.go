@@ -11,7 +11,8 @@ import (
 )
 
 // heartbeatLoop extends the leases of the worker's running jobs every HeartbeatInterval until
-// ctx ends.
+// ctx ends, and at once when the listener reconnects: a cancellation may have been announced
+// while it was away.
 func (e *engine) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(e.opts.HeartbeatInterval)
 	defer t.Stop()
@@ -20,8 +21,9 @@ func (e *engine) heartbeatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			e.heartbeat(ctx)
+		case <-e.checkLeases:
 		}
+		e.heartbeat(ctx)
 	}
 }
 
@@ -36,7 +38,8 @@ func (e *engine) heartbeat(ctx context.Context) {
 	e.mu.Lock()
 	var running []*activeJob
 	for _, j := range e.jobs {
-		if j.state == stateRunning {
+		// A job completed in the handler's transaction may have no row any more.
+		if j.state == stateRunning && !j.completedInTx.Load() {
 			running = append(running, j)
 		}
 	}
@@ -72,20 +75,52 @@ func (e *engine) heartbeat(ctx context.Context) {
 	for _, id := range held {
 		stillHeld[id] = true
 	}
-	var lost []*activeJob
+	var gone [][16]byte
 	e.mu.Lock()
 	for _, id := range ids {
-		j := e.jobs[id]
-		switch {
-		case j == nil || j.state != stateRunning:
-			// Its handler returned meanwhile; the completer decides it.
-		case stillHeld[id]:
+		if j := e.jobs[id]; j != nil && j.state == stateRunning && !stillHeld[id] && !j.completedInTx.Load() {
+			gone = append(gone, id)
+		} else if stillHeld[id] && j != nil {
 			j.leaseEnd = sent.Add(e.opts.LockDuration)
-		default:
-			lost = append(lost, e.abandon(j))
 		}
 	}
 	e.mu.Unlock()
+	if len(gone) > 0 {
+		e.giveUp(qctx, gone)
+	}
+}
+
+// giveUp abandons running jobs whose lock is gone: cancelled ones with ErrCancelled, the others
+// (taken back after their lease ran out, re-claimed, deleted) with ErrLockLost.
+func (e *engine) giveUp(ctx context.Context, ids [][16]byte) {
+	cancelled := map[ulid.ULID]bool{}
+	rows, err := e.c.pool.Query(ctx, lostStatusSQL, ids)
+	if err == nil {
+		var id ulid.ULID
+		var status Status
+		_, err = pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &status}, func() error {
+			cancelled[id] = status == StatusCancelled
+			return nil
+		})
+	}
+	if err != nil {
+		e.log.Warn("pgqueue: read the status of jobs whose lock was lost", "error", err)
+	}
+	var lost, stopped []*activeJob
+	e.mu.Lock()
+	for _, id := range ids {
+		j := e.jobs[id]
+		if j == nil || j.state != stateRunning || j.completedInTx.Load() {
+			continue
+		}
+		if cancelled[id] {
+			stopped = append(stopped, e.abandon(j, ErrCancelled))
+		} else {
+			lost = append(lost, e.abandon(j, ErrLockLost))
+		}
+	}
+	e.mu.Unlock()
+	e.reportCancelled(stopped)
 	e.reportLost(lost)
 }
 
@@ -95,20 +130,32 @@ func (e *engine) expireLeases(now time.Time) {
 	var lost []*activeJob
 	e.mu.Lock()
 	for _, j := range e.jobs {
-		if j.state == stateRunning && now.After(j.leaseEnd) {
-			lost = append(lost, e.abandon(j))
+		if j.state == stateRunning && now.After(j.leaseEnd) && !j.completedInTx.Load() {
+			lost = append(lost, e.abandon(j, ErrLockLost))
 		}
 	}
 	e.mu.Unlock()
 	e.reportLost(lost)
 }
 
-// abandon gives up a running job whose lock is gone. The caller holds e.mu.
-func (e *engine) abandon(j *activeJob) *activeJob {
+// abandon gives up a running job whose lock is gone, cancelling its handler's context with
+// cause. The caller holds e.mu.
+func (e *engine) abandon(j *activeJob, cause error) *activeJob {
 	j.state = stateAbandoned
 	delete(e.jobs, j.id)
-	j.cancel(ErrLockLost)
+	j.cancel(cause)
 	return j
+}
+
+// reportCancelled logs and reports jobs stopped because they were cancelled.
+func (e *engine) reportCancelled(stopped []*activeJob) {
+	for _, j := range stopped {
+		e.log.Info("pgqueue: running job cancelled", "job", j.id, "attempt", j.attempt)
+		e.emit(Event{Kind: EventCancelled, JobID: j.id, Attempt: j.attempt})
+	}
+	if len(stopped) > 0 {
+		signal(e.freed)
+	}
 }
 
 // reportLost logs and reports jobs given up by abandon.

@@ -21,8 +21,8 @@ func benchEngine(b *testing.B, n int) (*bundle, *engine) {
 		}
 	}
 	bb.exec("VACUUM ANALYZE pgqueue_jobs")
-	opts := WorkerOptions{Concurrency: 100}.withDefaults(testLogger(b))
-	return bb, newEngine(bb.client, "hot", opts, func(context.Context, *jobRow) error { return nil })
+	opts := WorkerOptions{Concurrency: 100}.withDefaults(testLogger(b), true)
+	return bb, newEngine(bb.client, "hot", opts, func(context.Context, *jobRow, *activeJob) error { return nil })
 }
 
 // claim takes 100 jobs into e.jobs, as running.
@@ -64,7 +64,7 @@ func BenchmarkCompleteStatement100(b *testing.B) {
 	batches := make([][]outcome, b.N)
 	for i := range batches {
 		for _, r := range e.benchClaim(b) {
-			batches[i] = append(batches[i], outcome{job: e.jobs[r.id]})
+			batches[i] = append(batches[i], outcome{job: e.jobs[r.id], kind: outcomeDone})
 		}
 	}
 	b.ResetTimer()
@@ -89,17 +89,16 @@ var samplePayload = benchPayload{UserID: 42, Email: "ada@example.com", Template:
 	Vars: map[string]string{"name": "Ada", "plan": "pro"}, Tags: []string{"signup", "eu"}}
 
 func BenchmarkPayloadEncode(b *testing.B) {
-	q := &Queue[benchPayload]{c: &Client{cfg: Config{}.withDefaults()}, name: "hot"}
+	cfg := Config{}.withDefaults()
 	for b.Loop() {
-		if _, err := q.encode(samplePayload); err != nil {
+		if _, err := encodePayload(cfg, "hot", samplePayload); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 func BenchmarkPayloadDecode(b *testing.B) {
-	q := &Queue[benchPayload]{c: &Client{cfg: Config{}.withDefaults()}, name: "hot"}
-	body, err := q.encode(samplePayload)
+	body, err := encodePayload(Config{}.withDefaults(), "hot", samplePayload)
 	if err != nil {
 		b.Fatal(err)
 	}

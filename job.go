@@ -1,6 +1,7 @@
 package pgqueue
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -43,8 +44,8 @@ type AttemptError struct {
 
 // Job is a job of a queue whose payloads have type T.
 //
-// A handler receives a *Job[T] for the attempt it runs; the enqueue calls return one describing
-// the row they wrote.
+// A handler receives a *Job[T] for the attempt it runs, and may call Update and CompleteTx on it;
+// the enqueue calls and the listings return Jobs describing rows as they were read.
 type Job[T any] struct {
 	// ID identifies the job: a ULID, so ids sort by creation time.
 	ID ulid.ULID
@@ -64,28 +65,117 @@ type Job[T any] struct {
 	RunAt time.Time
 	// CreatedAt is when the job was enqueued, by the database clock.
 	CreatedAt time.Time
+	// AttemptedAt is when its latest attempt started; zero if none has.
+	AttemptedAt time.Time
+	// FinishedAt is when it completed, failed or was cancelled; zero while it is live.
+	FinishedAt time.Time
 	// Errors holds the errors of earlier failed attempts, oldest first.
 	Errors []AttemptError
+	// UniqueKey is the job's unique key; empty if it has none.
+	UniqueKey string
+	// RepeatRemaining is how many more runs follow this one when it succeeds; RepeatForever
+	// for no end.
+	RepeatRemaining int
+	// RepeatEvery is the delay before each repeat.
+	RepeatEvery time.Duration
+	// LockedBy names the worker running the job (Config.ID); empty unless running.
+	LockedBy string
+	// LockUntil is the end of the running attempt's lease when this value was read.
+	LockUntil time.Time
+	// Duplicate is set on the Job returned by an enqueue with a UniqueKey when a live job of the
+	// queue already had that key: that job is returned and nothing was inserted.
+	Duplicate bool
+
+	held *heldJob // set on the Job a handler receives
+}
+
+// heldJob ties a handler's Job to the attempt it runs.
+type heldJob struct {
+	c      *Client
+	active *activeJob
+}
+
+// Update saves payload as the job's new payload, under the lock of the running attempt: a later
+// attempt of the job (a retry) and its repeats start from it. Use it to checkpoint progress. It
+// fails with ErrNotHeld once the attempt has lost its lock, and on a Job no handler holds.
+func (j *Job[T]) Update(ctx context.Context, payload T) error {
+	if j.held == nil {
+		return ErrNotHeld
+	}
+	body, err := encodePayload(j.held.c.cfg, j.Queue, payload)
+	if err != nil {
+		return err
+	}
+	tag, err := j.held.c.pool.Exec(ctx, updatePayloadSQL, [16]byte(j.ID), j.held.active.token, body)
+	if err != nil {
+		return fmt.Errorf("pgqueue: update job %s: %w", j.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgqueue: update job %s: lock lost: %w", j.ID, ErrNotHeld)
+	}
+	j.Payload = payload
+	return nil
+}
+
+// CompleteTx completes the job inside the caller's transaction tx, under the lock of the running
+// attempt: the job's completion (and its next repeat, if any) commits together with whatever
+// else tx does, or not at all. When tx commits, the worker does not complete the job again;
+// when it rolls back, the job is still the handler's to finish. For work whose effects live in
+// the same database this gives exactly-once effects.
+//
+// CompleteTx fails with ErrNotHeld once the attempt has lost its lock, and on a Job no handler
+// holds. Call it at most once, from the handler, before the handler returns.
+func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
+	if j.held == nil {
+		return ErrNotHeld
+	}
+	if tx == nil {
+		return invalidf("CompleteTx needs a transaction")
+	}
+	c, a := j.held.c, j.held.active
+	// From here a missing row means "completed in tx", not "lock lost": the heartbeat leaves the
+	// job alone and the completer reports it completed.
+	a.completedInTx.Store(true)
+	rows, err := tx.Query(ctx, completeRepeatSQL, [][16]byte{j.ID}, [][16]byte{a.token},
+		[][16]byte{c.ids.next(1)[0]}, c.cfg.retentionOf(j.Queue).Completed != 0)
+	if err != nil {
+		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
+	}
+	var id, next *[16]byte
+	done, err := pgx.ForEachRow(rows, []any{&id, &next}, func() error { return nil })
+	if err != nil {
+		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
+	}
+	if done.RowsAffected() == 0 {
+		a.completedInTx.Store(false)
+		return fmt.Errorf("pgqueue: complete job %s: lock lost: %w", j.ID, ErrNotHeld)
+	}
+	return nil
 }
 
 // jobRow is a claimed job as the claim statement returns it, before its payload is decoded.
 type jobRow struct {
-	id          ulid.ULID
-	priority    int
-	attempt     int
-	maxAttempts int
-	runAt       time.Time
-	createdAt   time.Time
-	token       [16]byte
-	payload     []byte
-	errors      []byte
+	id              ulid.ULID
+	priority        int
+	attempt         int
+	maxAttempts     int
+	runAt           time.Time
+	createdAt       time.Time
+	token           [16]byte
+	payload         []byte
+	errors          []byte
+	uniqueKey       *string
+	repeatRemaining int
+	repeatEveryUs   *int64
+	watched         bool // the queue is being watched
 }
 
 // scanJobRow reads one row of the claim statement.
 func scanJobRow(rows pgx.CollectableRow) (*jobRow, error) {
 	r := new(jobRow)
 	err := rows.Scan((*[16]byte)(&r.id), &r.priority, &r.attempt, &r.maxAttempts, &r.runAt,
-		&r.createdAt, &r.token, &r.payload, &r.errors)
+		&r.createdAt, &r.token, &r.payload, &r.errors, &r.uniqueKey, &r.repeatRemaining,
+		&r.repeatEveryUs, &r.watched)
 	return r, err
 }
 
@@ -93,22 +183,127 @@ func scanJobRow(rows pgx.CollectableRow) (*jobRow, error) {
 // decodes into T.
 func decodeJob[T any](queue string, r *jobRow) (*Job[T], error) {
 	j := &Job[T]{
-		ID:          r.id,
-		Queue:       queue,
-		Status:      StatusRunning,
-		Priority:    r.priority,
-		Attempt:     r.attempt,
-		MaxAttempts: r.maxAttempts,
-		RunAt:       r.runAt,
-		CreatedAt:   r.createdAt,
+		ID:              r.id,
+		Queue:           queue,
+		Status:          StatusRunning,
+		Priority:        r.priority,
+		Attempt:         r.attempt,
+		MaxAttempts:     r.maxAttempts,
+		RunAt:           r.runAt,
+		CreatedAt:       r.createdAt,
+		UniqueKey:       deref(r.uniqueKey),
+		RepeatRemaining: r.repeatRemaining,
+		RepeatEvery:     time.Duration(deref(r.repeatEveryUs)) * time.Microsecond,
 	}
-	if len(r.errors) > 0 {
-		if err := json.Unmarshal(r.errors, &j.Errors); err != nil {
-			return nil, fmt.Errorf("pgqueue: decode errors of job %s: %w", r.id, err)
-		}
+	if err := decodeErrors(r.id, r.errors, &j.Errors); err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(r.payload, &j.Payload); err != nil {
-		return nil, fmt.Errorf("pgqueue: payload of job %s does not decode into %T: %w", r.id, j.Payload, err)
+	if err := decodePayload(r.id, r.payload, &j.Payload); err != nil {
+		return nil, err
 	}
 	return j, nil
+}
+
+func deref[V any](p *V) V {
+	var zero V
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func decodeErrors(id ulid.ULID, raw []byte, dst *[]AttemptError) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("pgqueue: decode errors of job %s: %w", id, err)
+	}
+	return nil
+}
+
+func decodePayload[T any](id ulid.ULID, raw []byte, dst *T) error {
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("pgqueue: payload of job %s does not decode into %T: %w", id, *dst, err)
+	}
+	return nil
+}
+
+// entryRow is a job as the listing and look-up statements return it.
+type entryRow struct {
+	id                        ulid.ULID
+	status                    Status
+	priority, attempt, maxAtt int
+	runAt, createdAt          time.Time
+	attemptedAt, finishedAt   *time.Time
+	payload, errors           []byte
+	uniqueKey                 *string
+	repeatRemaining           int
+	repeatEveryUs             *int64
+	lockedBy                  *string
+	lockUntil                 *time.Time
+	place                     int
+}
+
+// scanEntryRow reads one row of list_*.sql, job.sql or unique_job.sql.
+func scanEntryRow(row pgx.CollectableRow) (*entryRow, error) {
+	r := new(entryRow)
+	err := row.Scan((*[16]byte)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
+		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
+		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.place)
+	return r, err
+}
+
+// scanListRow reads one row of list_*.sql, which carry no place.
+func scanListRow(row pgx.CollectableRow) (*entryRow, error) {
+	r := new(entryRow)
+	err := row.Scan((*[16]byte)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
+		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
+		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil)
+	return r, err
+}
+
+// JobEntry is a job as a listing or look-up returns it: the Job, its place in line, and, when
+// its payload no longer decodes into T, the error (the rest of the entry is still filled in).
+type JobEntry[T any] struct {
+	Job[T]
+	// Place is the job's place in its queue: 0 running, 1, 2, … waiting (available jobs in run
+	// order, then scheduled ones in due order), -1 finished.
+	Place int
+	// PayloadError is set when the stored payload does not decode into T; Payload is then the
+	// zero value and RawPayload holds the stored JSON.
+	PayloadError error
+	// RawPayload is the payload as stored.
+	RawPayload json.RawMessage
+}
+
+// decodeEntry turns a listed row into a JobEntry of queue. A payload that does not decode is
+// reported in the entry, not as an error: a listing must show every job.
+func decodeEntry[T any](queue string, r *entryRow) (*JobEntry[T], error) {
+	e := &JobEntry[T]{
+		Job: Job[T]{
+			ID:              r.id,
+			Queue:           queue,
+			Status:          r.status,
+			Priority:        r.priority,
+			Attempt:         r.attempt,
+			MaxAttempts:     r.maxAtt,
+			RunAt:           r.runAt,
+			CreatedAt:       r.createdAt,
+			AttemptedAt:     deref(r.attemptedAt),
+			FinishedAt:      deref(r.finishedAt),
+			UniqueKey:       deref(r.uniqueKey),
+			RepeatRemaining: r.repeatRemaining,
+			RepeatEvery:     time.Duration(deref(r.repeatEveryUs)) * time.Microsecond,
+			LockedBy:        deref(r.lockedBy),
+			LockUntil:       deref(r.lockUntil),
+		},
+		Place:      r.place,
+		RawPayload: r.payload,
+	}
+	if err := decodeErrors(r.id, r.errors, &e.Errors); err != nil {
+		return nil, err
+	}
+	e.PayloadError = decodePayload(r.id, r.payload, &e.Payload)
+	return e, nil
 }

@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,20 +13,78 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
 )
 
-// Wake-up messages travel on the schema's channel as "<kind>:<queue>".
+// Messages travel on the schema's channel as "<kind> <queue>[ <id>,<id>,…]", ids in hex. Queue
+// names cannot contain spaces.
 const (
-	wakeAvailable = "a" // runnable jobs were added to the queue
-	wakeScheduled = "s" // a job was scheduled for later: re-read the next due time
+	msgAvailable = 'a' // runnable jobs were added (enqueue, promotion, rescue, retry)
+	msgScheduled = 's' // jobs were scheduled for later: re-read the next due time
+	msgPaused    = 'p'
+	msgResumed   = 'r'
+	msgCancelled = 'c' // jobs were cancelled (or deleted while running): running ones must stop
+	msgDeleted   = 'd'
+	msgStarted   = 'S' // the following kinds are sent only while the queue is watched
+	msgCompleted = 'C'
+	msgRetrying  = 'R'
+	msgFailed    = 'F'
+	msgResync    = '*' // not sent: delivered to subscribers after the listener (re)connects
 )
+
+// message is one parsed notification.
+type message struct {
+	kind  byte
+	queue string
+	ids   []ulid.ULID
+}
+
+// parseMessage parses a notification payload; ok is false for anything else.
+func parseMessage(payload string) (m message, ok bool) {
+	kind, rest, ok := strings.Cut(payload, " ")
+	if !ok || len(kind) != 1 {
+		return m, false
+	}
+	m.kind = kind[0]
+	var ids string
+	m.queue, ids, _ = strings.Cut(rest, " ")
+	for h := range strings.SplitSeq(ids, ",") {
+		var id ulid.ULID
+		if n, err := hex.Decode(id[:], []byte(h)); err == nil && n == len(id) {
+			m.ids = append(m.ids, id)
+		}
+	}
+	return m, true
+}
+
+// formatMessage builds a payload; at most maxMessageIDs ids are listed, beyond that none.
+func formatMessage(kind byte, queue string, ids []ulid.ULID) string {
+	var b strings.Builder
+	b.WriteByte(kind)
+	b.WriteByte(' ')
+	b.WriteString(queue)
+	if len(ids) > 0 && len(ids) <= maxMessageIDs {
+		for i, id := range ids {
+			if i == 0 {
+				b.WriteByte(' ')
+			} else {
+				b.WriteByte(',')
+			}
+			b.WriteString(hex.EncodeToString(id[:]))
+		}
+	}
+	return b.String()
+}
+
+// maxMessageIDs keeps a message well below NOTIFY's 8000-byte payload limit.
+const maxMessageIDs = 200
 
 // wakeMessage returns the message announcing new jobs of the given status in queue.
 func wakeMessage(status Status, queue string) string {
 	if status == StatusScheduled {
-		return wakeScheduled + ":" + queue
+		return formatMessage(msgScheduled, queue, nil)
 	}
-	return wakeAvailable + ":" + queue
+	return formatMessage(msgAvailable, queue, nil)
 }
 
 // listener holds a client's one LISTEN connection and fans wake-ups out to the subscribed
@@ -33,8 +92,10 @@ func wakeMessage(status Status, queue string) string {
 // connection drops, and after every (re)connect wakes every subscriber, because notifications
 // sent while it was away are lost.
 type listener struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	connStr string // a connection string to listen on instead of the pool (Config.ListenConnString)
+	enabled bool   // false behind a transaction pooler without ListenConnString: workers poll
 
 	mu     sync.Mutex
 	subs   map[string]map[*subscription]struct{}
@@ -47,17 +108,25 @@ type listener struct {
 	sessions atomic.Int64  // connections established and listening so far
 }
 
-// subscription is one worker's interest in one queue. Its channels hold at most one pending
-// signal each: a burst of notifications wakes the worker once.
+// subscription is one worker's (or watcher's) interest in one queue. Its channels hold at most
+// one pending signal each: a burst of notifications wakes the worker once. onMessage, if set,
+// receives every message of the queue, on the listener's goroutine: it must not block.
 type subscription struct {
 	l         *listener
 	queue     string
 	available chan struct{}
 	scheduled chan struct{}
+	onMessage func(message)
 }
 
-func newListener(pool *pgxpool.Pool, log *slog.Logger) *listener {
-	return &listener{pool: pool, log: log, subs: make(map[string]map[*subscription]struct{})}
+func newListener(pool *pgxpool.Pool, cfg Config) *listener {
+	return &listener{
+		pool:    pool,
+		log:     cfg.Logger,
+		connStr: cfg.ListenConnString,
+		enabled: !cfg.TransactionPooler || cfg.ListenConnString != "",
+		subs:    make(map[string]map[*subscription]struct{}),
+	}
 }
 
 // signal leaves a pending signal on ch unless one is already there.
@@ -69,12 +138,13 @@ func signal(ch chan struct{}) {
 }
 
 // subscribe registers interest in queue and starts the listening loop if it is the first.
-func (l *listener) subscribe(queue string) *subscription {
+func (l *listener) subscribe(queue string, onMessage func(message)) *subscription {
 	s := &subscription{
 		l:         l,
 		queue:     queue,
 		available: make(chan struct{}, 1),
 		scheduled: make(chan struct{}, 1),
+		onMessage: onMessage,
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -83,7 +153,7 @@ func (l *listener) subscribe(queue string) *subscription {
 	}
 	l.subs[queue][s] = struct{}{}
 	l.users++
-	if l.stop == nil && !l.closed {
+	if l.stop == nil && !l.closed && l.enabled {
 		ctx, stop := context.WithCancel(context.Background())
 		l.stop, l.done = stop, make(chan struct{})
 		go l.run(ctx, l.done)
@@ -149,15 +219,31 @@ func (l *listener) run(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// session connects, listens and dispatches notifications until the connection fails or ctx
-// ends. The connection is taken from the pool (so it has the pool's settings and search_path)
-// and hijacked, so it never counts against the pool's size.
-func (l *listener) session(ctx context.Context, failures *int) error {
+// connect opens the listening connection: one of the pool's (so it has the pool's settings
+// and search_path), hijacked so that it never counts against the pool's size; or, with
+// Config.ListenConnString, a connection of its own.
+func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
+	if l.connStr != "" {
+		conn, err := pgx.Connect(ctx, l.connStr)
+		if err != nil {
+			return nil, fmt.Errorf("pgqueue: listen: connect: %w", err)
+		}
+		return conn, nil
+	}
 	pc, err := l.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("pgqueue: listen: connect: %w", err)
+		return nil, fmt.Errorf("pgqueue: listen: connect: %w", err)
 	}
-	conn := pc.Hijack()
+	return pc.Hijack(), nil
+}
+
+// session connects, listens and dispatches notifications until the connection fails or ctx
+// ends.
+func (l *listener) session(ctx context.Context, failures *int) error {
+	conn, err := l.connect(ctx)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		l.pid.Store(0)
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -190,32 +276,71 @@ func (l *listener) session(ctx context.Context, failures *int) error {
 	}
 }
 
-// dispatch hands one notification to the subscribers of its queue.
+// dispatch hands one notification to the subscribers of its queue. Subscribers are called
+// outside the listener's lock, so that they may subscribe or unsubscribe.
 func (l *listener) dispatch(payload string) {
-	kind, queue, ok := strings.Cut(payload, ":")
+	m, ok := parseMessage(payload)
 	if !ok {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for s := range l.subs[queue] {
-		switch kind {
-		case wakeAvailable:
+	for _, s := range l.subscribers(m.queue) {
+		switch m.kind {
+		case msgAvailable, msgResumed:
 			signal(s.available)
-		case wakeScheduled:
+		case msgScheduled:
 			signal(s.scheduled)
+		}
+		if s.onMessage != nil {
+			s.onMessage(m)
 		}
 	}
 }
 
-// wakeAll signals every subscriber, as if each of its queues had new jobs of both kinds.
+// wakeAll signals every subscriber, as if each of its queues had new jobs of both kinds, and
+// tells those that follow messages to resynchronize.
 func (l *listener) wakeAll() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, subs := range l.subs {
-		for s := range subs {
-			signal(s.available)
-			signal(s.scheduled)
+	for _, s := range l.subscribers("") {
+		signal(s.available)
+		signal(s.scheduled)
+		if s.onMessage != nil {
+			s.onMessage(message{kind: msgResync, queue: s.queue})
 		}
 	}
+}
+
+// subscribers returns the subscriptions to queue, or to every queue if queue is empty.
+func (l *listener) subscribers(queue string) []*subscription {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var subs []*subscription
+	add := func(qs map[*subscription]struct{}) {
+		for s := range qs {
+			subs = append(subs, s)
+		}
+	}
+	if queue != "" {
+		add(l.subs[queue])
+		return subs
+	}
+	for _, qs := range l.subs {
+		add(qs)
+	}
+	return subs
+}
+
+// waitListening waits until the listener holds a listening connection, or ctx ends.
+func (l *listener) waitListening(ctx context.Context) error {
+	if !l.enabled {
+		return errors.New("pgqueue: the client does not listen (Config.TransactionPooler without ListenConnString)")
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for l.pid.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -42,6 +43,79 @@ type Config struct {
 	// MaxPayloadBytes is the largest JSON-encoded payload the enqueue calls accept; larger ones
 	// fail with ErrPayloadTooLarge before anything is written. Defaults to MaxPayloadBytesDefault.
 	MaxPayloadBytes int
+
+	// Retention says how long finished jobs stay in the table before workers prune them.
+	// Defaults: completed jobs are deleted at once, failed and cancelled ones kept 7 days.
+	Retention Retention
+
+	// QueueRetention overrides Retention for the queues it names. Give every process the same
+	// settings: the workers of a queue apply their own client's.
+	QueueRetention map[string]Retention
+
+	// TransactionPooler says that the pool reaches Postgres through a pooler in transaction mode
+	// (PgBouncer's pool_mode = transaction), which hands out a server connection per transaction.
+	// pgqueue then never LISTENs on the pool: it listens on ListenConnString if that is set, and
+	// otherwise its workers poll every PollIntervalPooledDefault and Queue.Watch is unavailable.
+	// The pool must not use pgx's prepared-statement cache: add
+	// default_query_exec_mode=cache_describe to its connection string (NewClient checks). Run
+	// Migrate over a direct connection: it takes a session lock. Defaults to false.
+	TransactionPooler bool
+
+	// ListenConnString is the connection string of the connection the client LISTENs on, in
+	// place of one taken from the pool: a direct connection to Postgres (or through a pooler in
+	// session mode) when the pool goes through a transaction-mode pooler. It must select the same
+	// schema as the pool (search_path, e.g. options=-csearch_path=jobs). Defaults to a connection
+	// of the pool.
+	ListenConnString string
+}
+
+// Defaults of Retention.
+const (
+	// RetentionFailedDefault is the default of Retention.Failed.
+	RetentionFailedDefault = 7 * 24 * time.Hour
+	// RetentionCancelledDefault is the default of Retention.Cancelled.
+	RetentionCancelledDefault = 7 * 24 * time.Hour
+	// KeepForever, as a Retention period, keeps finished jobs until they are deleted by hand.
+	KeepForever time.Duration = -1
+)
+
+// Retention says how long finished jobs stay in pgqueue_jobs. A finished job past its period is
+// deleted, in small batches, by the workers of its queue. A negative period (KeepForever) keeps
+// jobs for ever.
+type Retention struct {
+	// Completed is how long succeeded jobs are kept (status completed). Defaults to 0: a job
+	// that succeeds is deleted at once.
+	Completed time.Duration
+	// Failed is how long failed jobs are kept. Defaults to RetentionFailedDefault.
+	Failed time.Duration
+	// Cancelled is how long cancelled jobs are kept. Defaults to RetentionCancelledDefault.
+	Cancelled time.Duration
+}
+
+func (r Retention) withDefaults() Retention {
+	r.Failed = cmp.Or(r.Failed, RetentionFailedDefault)
+	r.Cancelled = cmp.Or(r.Cancelled, RetentionCancelledDefault)
+	return r
+}
+
+// retentionOf returns the retention that applies to queue, with defaults.
+func (c Config) retentionOf(queue string) Retention {
+	if r, ok := c.QueueRetention[queue]; ok {
+		return r.withDefaults()
+	}
+	return c.Retention.withDefaults()
+}
+
+// pruneArgs returns the three retention periods in µs as prune.sql takes them (NULL: forever).
+func (r Retention) pruneArgs() (completed, failed, cancelled *int64) {
+	us := func(d time.Duration) *int64 {
+		if d < 0 {
+			return nil
+		}
+		v := d.Microseconds()
+		return &v
+	}
+	return us(r.Completed), us(r.Failed), us(r.Cancelled)
 }
 
 func (c Config) withDefaults() Config {
@@ -59,6 +133,17 @@ func (c Config) validate() error {
 	}
 	if c.MaxPayloadBytes < 0 {
 		return invalidf("Config.MaxPayloadBytes %d is negative", c.MaxPayloadBytes)
+	}
+	if c.ListenConnString != "" {
+		if _, err := pgx.ParseConfig(c.ListenConnString); err != nil {
+			// The parse error may quote the string, password included: do not pass it on.
+			return invalidf("Config.ListenConnString does not parse as a connection string")
+		}
+	}
+	for name := range c.QueueRetention {
+		if err := ValidateQueueName(name); err != nil {
+			return fmt.Errorf("Config.QueueRetention: %w", err)
+		}
 	}
 	return nil
 }
@@ -83,6 +168,10 @@ type Client struct {
 	listener *listener
 	notifier *notifier
 	closed   atomic.Bool
+	done     chan struct{} // closed by Close: ends the client's watches
+
+	watchMu sync.Mutex // orders the start of a watch with Close
+	watches sync.WaitGroup
 }
 
 // NewClient returns a Client that works through pool. A nil cfg means defaults. NewClient does
@@ -99,11 +188,16 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	if c.TransactionPooler && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return nil, invalidf("Config.TransactionPooler: the pool caches prepared statements, which a " +
+			"transaction-mode pooler cannot keep; add default_query_exec_mode=cache_describe to its connection string")
+	}
 	client := &Client{
 		pool:     pool,
 		cfg:      c,
 		ids:      idSource{entropy: ulid.Monotonic(rand.Reader, 0)},
-		listener: newListener(pool, c.Logger),
+		listener: newListener(pool, c),
+		done:     make(chan struct{}),
 	}
 	client.notifier = newNotifier(
 		func(ctx context.Context, msg string) error {
@@ -116,12 +210,19 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	return client, nil
 }
 
-// Close sends any wake-up notification still pending, stops the client's listener and makes
-// later enqueues fail with ErrClosed. It does not
+// Close ends the client's watches, sends any wake-up notification still pending, stops the
+// client's listener and makes later calls fail with ErrClosed. It does not
 // close the pool, which belongs to the caller. Stop the client's workers (cancel their Run
 // contexts) before calling Close; a worker still running falls back to polling.
 func (c *Client) Close() error {
-	c.closed.Store(true)
+	c.watchMu.Lock()
+	if c.closed.Swap(true) {
+		c.watchMu.Unlock()
+		return nil
+	}
+	close(c.done)
+	c.watchMu.Unlock()
+	c.watches.Wait()
 	c.notifier.close()
 	c.listener.close()
 	return nil
@@ -190,7 +291,7 @@ func (q *Queue[T]) Name() string { return q.name }
 // EnqueueOptions are the options of one enqueue call. A nil *EnqueueOptions means defaults.
 type EnqueueOptions struct {
 	// Priority orders runnable jobs within the queue: higher runs first, and jobs of equal
-	// priority run in the order they were enqueued. Must fit in 32 bits. Defaults to 0.
+	// priority run in the order they were enqueued. From -2^31+1 to 2^31-1. Defaults to 0.
 	Priority int
 
 	// RunAt delays the job until this time. Exclusive with Delay. Defaults to now.
@@ -207,7 +308,26 @@ type EnqueueOptions struct {
 	// RetryDelay is a fixed delay between attempts. Defaults to 0, which means the worker's
 	// exponential back-off (WorkerOptions.RetryBackoff).
 	RetryDelay time.Duration
+
+	// UniqueKey, if set, makes the job unique among the queue's live (scheduled, available or
+	// running) jobs: while one with this key is live, enqueuing another returns that one, with
+	// Job.Duplicate set, and inserts nothing; also under concurrent enqueues and inside
+	// transactions. At most 255 bytes. Not accepted by EnqueueMany. Defaults to none.
+	UniqueKey string
+
+	// RepeatCount is how many more times the job runs after its first successful run: each
+	// success enqueues the next run as a new job (new id, at the back of the line) in the same
+	// transaction that settles it. RepeatForever repeats without end. Defaults to 0.
+	RepeatCount int
+
+	// RepeatEvery is the delay before each repeat. Needs RepeatCount. Defaults to 0 (at once).
+	RepeatEvery time.Duration
 }
+
+// RepeatForever, as EnqueueOptions.RepeatCount, repeats a job without end. Such a job is found
+// with Queue.Jobs and stopped with Queue.Cancel or Queue.Delete of its current run; give it a
+// UniqueKey so that enqueuing it at every start-up keeps a single chain.
+const RepeatForever = -1
 
 // enqueueParams are validated EnqueueOptions, ready to bind.
 type enqueueParams struct {
@@ -216,6 +336,9 @@ type enqueueParams struct {
 	delayUs     int64
 	maxAttempts int32
 	retryDelay  *int64 // µs; nil: exponential back-off
+	uniqueKey   string
+	repeatCount int32
+	repeatEvery *int64 // µs; nil: none
 }
 
 func (o *EnqueueOptions) params() (enqueueParams, error) {
@@ -225,8 +348,8 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 	}
 	var p enqueueParams
 	switch {
-	case o.Priority < math.MinInt32 || o.Priority > math.MaxInt32:
-		return p, invalidf("Priority %d does not fit in 32 bits", o.Priority)
+	case o.Priority <= math.MinInt32 || o.Priority > math.MaxInt32:
+		return p, invalidf("Priority %d is out of range -2^31+1 .. 2^31-1", o.Priority)
 	case o.Delay < 0:
 		return p, invalidf("Delay %s is negative", o.Delay)
 	case o.Delay > 0 && !o.RunAt.IsZero():
@@ -235,6 +358,20 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 		return p, invalidf("MaxAttempts %d is out of range (0 for the default, up to 2^31-1)", o.MaxAttempts)
 	case o.RetryDelay < 0:
 		return p, invalidf("RetryDelay %s is negative", o.RetryDelay)
+	case len(o.UniqueKey) > 255:
+		return p, invalidf("UniqueKey is %d bytes long, more than 255", len(o.UniqueKey))
+	case o.RepeatCount < RepeatForever || o.RepeatCount > math.MaxInt32:
+		return p, invalidf("RepeatCount %d is out of range (RepeatForever, 0, or up to 2^31-1)", o.RepeatCount)
+	case o.RepeatEvery < 0:
+		return p, invalidf("RepeatEvery %s is negative", o.RepeatEvery)
+	case o.RepeatEvery > 0 && o.RepeatCount == 0:
+		return p, invalidf("RepeatEvery is set without RepeatCount")
+	}
+	p.uniqueKey = o.UniqueKey
+	p.repeatCount = int32(o.RepeatCount)
+	if o.RepeatEvery > 0 {
+		us := o.RepeatEvery.Microseconds()
+		p.repeatEvery = &us
 	}
 	p.priority = int32(o.Priority)
 	p.delayUs = o.Delay.Microseconds()
@@ -250,15 +387,15 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 	return p, nil
 }
 
-// encode marshals a payload to JSON and checks its size.
-func (q *Queue[T]) encode(payload T) ([]byte, error) {
+// encodePayload marshals a payload to JSON and checks its size against cfg.
+func encodePayload[T any](cfg Config, queue string, payload T) ([]byte, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: encode payload for queue %s: %w", q.name, err)
+		return nil, fmt.Errorf("pgqueue: encode payload for queue %s: %w", queue, err)
 	}
-	if len(b) > q.c.cfg.MaxPayloadBytes {
+	if len(b) > cfg.MaxPayloadBytes {
 		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (Config.MaxPayloadBytes)",
-			ErrPayloadTooLarge, len(b), q.c.cfg.MaxPayloadBytes)
+			ErrPayloadTooLarge, len(b), cfg.MaxPayloadBytes)
 	}
 	return b, nil
 }
@@ -279,14 +416,15 @@ func (q *Queue[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, payload T, opts *En
 	return q.enqueue(ctx, tx, false, payload, opts)
 }
 
-// rowQuerier is what enqueue needs of a pool or a transaction.
-type rowQuerier interface {
+// querier is what enqueue needs of a pool or a transaction.
+type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // enqueue inserts one job through db. autocommit says that db commits the statement itself
 // (a pool), so that its wake-up notification may be coalesced with others.
-func (q *Queue[T]) enqueue(ctx context.Context, db rowQuerier, autocommit bool, payload T, opts *EnqueueOptions) (*Job[T], error) {
+func (q *Queue[T]) enqueue(ctx context.Context, db querier, autocommit bool, payload T, opts *EnqueueOptions) (*Job[T], error) {
 	if q.c.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -294,21 +432,28 @@ func (q *Queue[T]) enqueue(ctx context.Context, db rowQuerier, autocommit bool, 
 	if err != nil {
 		return nil, err
 	}
-	body, err := q.encode(payload)
+	body, err := encodePayload(q.c.cfg, q.name, payload)
 	if err != nil {
 		return nil, err
 	}
 	j := &Job[T]{
-		ID:          q.c.ids.next(1)[0],
-		Queue:       q.name,
-		Payload:     payload,
-		Priority:    int(p.priority),
-		MaxAttempts: int(p.maxAttempts),
+		ID:              q.c.ids.next(1)[0],
+		Queue:           q.name,
+		Payload:         payload,
+		Priority:        int(p.priority),
+		MaxAttempts:     int(p.maxAttempts),
+		UniqueKey:       p.uniqueKey,
+		RepeatRemaining: int(p.repeatCount),
+		RepeatEvery:     time.Duration(deref(p.repeatEvery)) * time.Microsecond,
+	}
+	if p.uniqueKey != "" {
+		return q.enqueueUnique(ctx, db, j, body, p)
 	}
 	notify := !autocommit || q.c.notifier.inline(q.name)
 	var notified int
 	err = db.QueryRow(ctx, enqueueSQL, [16]byte(j.ID), q.name, p.priority, body, p.runAt, p.delayUs,
-		p.maxAttempts, p.retryDelay, notify).Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
+		p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery).
+		Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 	if err != nil {
 		return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
 	}
@@ -316,6 +461,46 @@ func (q *Queue[T]) enqueue(ctx context.Context, db rowQuerier, autocommit bool, 
 		q.c.notifier.committed(q.name, wakeMessage(j.Status, q.name))
 	}
 	return j, nil
+}
+
+// enqueueUnique inserts j unless a live job of the queue has its unique key, and otherwise
+// returns that job, marked Duplicate. The insert waits for a concurrent one of the same key to
+// commit or roll back; if the live job it collided with has finished by the time it is read,
+// the insert is tried again.
+func (q *Queue[T]) enqueueUnique(ctx context.Context, db querier, j *Job[T], body []byte, p enqueueParams) (*Job[T], error) {
+	for tries := 1; ; tries++ {
+		var notified int
+		err := db.QueryRow(ctx, enqueueUniqueSQL, [16]byte(j.ID), q.name, p.priority, body, p.runAt,
+			p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery).
+			Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
+		if err == nil {
+			return j, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
+		}
+		rows, err := db.Query(ctx, uniqueJobSQL, q.name, p.uniqueKey)
+		if err != nil {
+			return nil, fmt.Errorf("pgqueue: enqueue to %s: find duplicate: %w", q.name, err)
+		}
+		found, err := pgx.CollectRows(rows, scanEntryRow)
+		if err != nil {
+			return nil, fmt.Errorf("pgqueue: enqueue to %s: find duplicate: %w", q.name, err)
+		}
+		if len(found) == 0 && tries < 3 {
+			continue // the live job finished meanwhile: try the insert again
+		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("pgqueue: enqueue to %s: a job with the unique key keeps colliding yet is not visible", q.name)
+		}
+		e, err := decodeEntry[T](q.name, found[0])
+		if err != nil {
+			return nil, err
+		}
+		dup := e.Job
+		dup.Duplicate = true
+		return &dup, nil
+	}
 }
 
 // EnqueueMany adds many jobs to the queue in one transaction, through COPY, with one wake-up
@@ -356,9 +541,12 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 	if err != nil {
 		return nil, err
 	}
+	if p.uniqueKey != "" {
+		return nil, invalidf("EnqueueMany does not take a UniqueKey; enqueue unique jobs one by one")
+	}
 	bodies := make([][]byte, len(payloads))
 	for i, payload := range payloads {
-		if bodies[i], err = q.encode(payload); err != nil {
+		if bodies[i], err = encodePayload(q.c.cfg, q.name, payload); err != nil {
 			return nil, fmt.Errorf("payload %d: %w", i, err)
 		}
 	}
@@ -367,7 +555,8 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 	}
 
 	status := StatusAvailable
-	columns := []string{"id", "queue", "priority", "payload", "max_attempts", "retry_delay"}
+	columns := []string{"id", "queue", "priority", "payload", "max_attempts", "retry_delay",
+		"repeat_remaining", "repeat_every"}
 	var runAt time.Time
 	if p.runAt != nil || p.delayUs > 0 {
 		// Decide between scheduled and available by the database clock, as Enqueue does.
@@ -384,15 +573,20 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 		}
 		columns = append(columns, "run_at", "status")
 	}
-	retryDelay := pgtype.Interval{}
-	if p.retryDelay != nil {
-		retryDelay = pgtype.Interval{Microseconds: *p.retryDelay, Valid: true}
+	interval := func(us *int64) pgtype.Interval {
+		if us == nil {
+			return pgtype.Interval{}
+		}
+		return pgtype.Interval{Microseconds: *us, Valid: true}
 	}
+	retryDelay, repeatEvery := interval(p.retryDelay), interval(p.repeatEvery)
 
 	ids := q.c.ids.next(len(payloads))
+	scheduled := len(columns) > 8
 	rows := pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
-		row := []any{[16]byte(ids[i]), q.name, p.priority, bodies[i], p.maxAttempts, retryDelay}
-		if len(columns) > 6 {
+		row := []any{[16]byte(ids[i]), q.name, p.priority, bodies[i], p.maxAttempts, retryDelay,
+			p.repeatCount, repeatEvery}
+		if scheduled {
 			row = append(row, runAt, string(status))
 		}
 		return row, nil

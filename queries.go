@@ -8,30 +8,76 @@ var (
 	//go:embed sql/*.sql
 	queryFiles embed.FS
 
+	//go:embed sql/cancel.sql
+	cancelSQL string
 	//go:embed sql/channel.sql
 	channelSQL string
-	//go:embed sql/enqueue.sql
-	enqueueSQL string
-	//go:embed sql/notify.sql
-	notifySQL string
-	//go:embed sql/now.sql
-	nowSQL string
 	//go:embed sql/claim.sql
 	claimSQL string
-	//go:embed sql/promote.sql
-	promoteSQL string
-	//go:embed sql/rescue.sql
-	rescueSQL string
-	//go:embed sql/heartbeat.sql
-	heartbeatSQL string
+	//go:embed sql/client_stats.sql
+	clientStatsSQL string
 	//go:embed sql/complete.sql
 	completeSQL string
-	//go:embed sql/retry.sql
-	retrySQL string
-	//go:embed sql/handback.sql
-	handbackSQL string
+	//go:embed sql/complete_keep.sql
+	completeKeepSQL string
+	//go:embed sql/complete_repeat.sql
+	completeRepeatSQL string
+	//go:embed sql/count_available.sql
+	countAvailableSQL string
+	//go:embed sql/delete.sql
+	deleteSQL string
+	//go:embed sql/delete_waiting.sql
+	deleteWaitingSQL string
+	//go:embed sql/enqueue.sql
+	enqueueSQL string
+	//go:embed sql/enqueue_unique.sql
+	enqueueUniqueSQL string
+	//go:embed sql/fail.sql
+	failSQL string
+	//go:embed sql/heartbeat.sql
+	heartbeatSQL string
+	//go:embed sql/job.sql
+	jobSQL string
+	//go:embed sql/list_available.sql
+	listAvailableSQL string
+	//go:embed sql/list_finished.sql
+	listFinishedSQL string
+	//go:embed sql/list_running.sql
+	listRunningSQL string
+	//go:embed sql/list_scheduled.sql
+	listScheduledSQL string
+	//go:embed sql/lost_status.sql
+	lostStatusSQL string
 	//go:embed sql/migrate_lock.sql
 	migrateLockSQL string
 	//go:embed sql/migrate_unlock.sql
 	migrateUnlockSQL string
+	//go:embed sql/notify.sql
+	notifySQL string
+	//go:embed sql/notify_watchers.sql
+	notifyWatchersSQL string
+	//go:embed sql/now.sql
+	nowSQL string
+	//go:embed sql/promote.sql
+	promoteSQL string
+	//go:embed sql/prune.sql
+	pruneSQL string
+	//go:embed sql/queue_stats.sql
+	queueStatsSQL string
+	//go:embed sql/requeue.sql
+	requeueSQL string
+	//go:embed sql/rescue.sql
+	rescueSQL string
+	//go:embed sql/retry.sql
+	retrySQL string
+	//go:embed sql/set_paused.sql
+	setPausedSQL string
+	//go:embed sql/table_stats.sql
+	tableStatsSQL string
+	//go:embed sql/unique_job.sql
+	uniqueJobSQL string
+	//go:embed sql/update_payload.sql
+	updatePayloadSQL string
+	//go:embed sql/watch.sql
+	watchSQL string
 )

@@ -24,6 +24,9 @@ const (
 	LockDurationDefault = 30 * time.Second
 	// PollIntervalDefault is the default of WorkerOptions.PollInterval.
 	PollIntervalDefault = 2 * time.Second
+	// PollIntervalPooledDefault is the default of WorkerOptions.PollInterval for a client that
+	// does not listen (Config.TransactionPooler without Config.ListenConnString).
+	PollIntervalPooledDefault = 200 * time.Millisecond
 	// ShutdownTimeoutDefault is the default of WorkerOptions.ShutdownTimeout.
 	ShutdownTimeoutDefault = 10 * time.Second
 )
@@ -32,6 +35,7 @@ const (
 const (
 	promoteBatch   = 1000 // due scheduled jobs made available per statement
 	rescueBatch    = 1000 // expired leases taken back per statement
+	pruneBatch     = 1000 // finished jobs past retention deleted per statement
 	maxErrorsKept  = 50   // entries kept in pgqueue_jobs.errors
 	maxErrorBytes  = 8 << 10
 	maxStackBytes  = 16 << 10
@@ -61,7 +65,8 @@ type WorkerOptions struct {
 
 	// PollInterval is how often an idle worker looks for work, and takes back expired leases,
 	// without being woken. Wake-ups come through LISTEN/NOTIFY, so this is only a safety net.
-	// Defaults to PollIntervalDefault.
+	// Defaults to PollIntervalDefault, or PollIntervalPooledDefault for a client that does not
+	// listen.
 	PollInterval time.Duration
 
 	// ShutdownTimeout is how long Run, once its context ends, lets running jobs finish before
@@ -81,11 +86,15 @@ type WorkerOptions struct {
 	Logger *slog.Logger
 }
 
-func (o WorkerOptions) withDefaults(log *slog.Logger) WorkerOptions {
+func (o WorkerOptions) withDefaults(log *slog.Logger, listening bool) WorkerOptions {
 	o.Concurrency = cmp.Or(o.Concurrency, ConcurrencyDefault)
 	o.LockDuration = cmp.Or(o.LockDuration, LockDurationDefault)
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, o.LockDuration/3)
-	o.PollInterval = cmp.Or(o.PollInterval, PollIntervalDefault)
+	if listening {
+		o.PollInterval = cmp.Or(o.PollInterval, PollIntervalDefault)
+	} else {
+		o.PollInterval = cmp.Or(o.PollInterval, PollIntervalPooledDefault)
+	}
 	o.ShutdownTimeout = cmp.Or(o.ShutdownTimeout, ShutdownTimeoutDefault)
 	o.RetryBackoff = o.RetryBackoff.withDefaults()
 	if o.Logger == nil {
@@ -141,7 +150,7 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 	if w.handler == nil {
 		return invalidf("NewWorker needs a handler")
 	}
-	opts := w.opts.withDefaults(w.q.c.cfg.Logger)
+	opts := w.opts.withDefaults(w.q.c.cfg.Logger, w.q.c.listener.enabled)
 	if err := opts.validate(); err != nil {
 		return err
 	}
@@ -157,19 +166,14 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 
 // execute decodes a claimed row and runs the handler on it. A payload that no longer decodes
 // into T fails the job at once: retrying cannot fix it.
-func (w *Worker[T]) execute(ctx context.Context, r *jobRow) error {
+func (w *Worker[T]) execute(ctx context.Context, r *jobRow, a *activeJob) error {
 	job, err := decodeJob[T](w.q.name, r)
 	if err != nil {
-		return &finalError{err: err}
+		return Permanent(err)
 	}
+	job.held = &heldJob{c: w.q.c, active: a}
 	return w.handler(ctx, job)
 }
-
-// finalError ends a job failed without further attempts.
-type finalError struct{ err error }
-
-func (e *finalError) Error() string { return e.err.Error() }
-func (e *finalError) Unwrap() error { return e.err }
 
 // engine is the type-independent part of a running worker: the fetch loop, the handler
 // goroutines, the heartbeat and the completer. One engine serves one Run call.
@@ -177,7 +181,7 @@ type engine struct {
 	c     *Client
 	queue string
 	opts  WorkerOptions
-	exec  func(context.Context, *jobRow) error
+	exec  func(context.Context, *jobRow, *activeJob) error
 	log   *slog.Logger
 
 	// The listener's signals for this queue; the completer raises them too.
@@ -188,9 +192,10 @@ type engine struct {
 	busy     int                      // handlers running, counted against Concurrency
 	outcomes []outcome                // finished attempts waiting for the completer
 
-	freed    chan struct{} // a handler returned, or outcomes were settled
-	settle   chan struct{} // outcomes are waiting
-	handlers sync.WaitGroup
+	freed       chan struct{} // a handler returned, or outcomes were settled
+	settle      chan struct{} // outcomes are waiting
+	checkLeases chan struct{} // heartbeat now: the listener reconnected
+	handlers    sync.WaitGroup
 }
 
 // jobState is where an active job is in its life within a worker.
@@ -204,40 +209,54 @@ const (
 
 // activeJob is a job claimed by this worker and not yet settled.
 type activeJob struct {
-	id          ulid.ULID
-	token       [16]byte
-	attempt     int
-	maxAttempts int
-	started     time.Time
-	leaseEnd    time.Time // local, conservative estimate of lock_until
-	cancel      context.CancelCauseFunc
-	state       jobState
+	id            ulid.ULID
+	token         [16]byte
+	attempt       int
+	maxAttempts   int
+	watched       bool // the queue was watched when the job was claimed
+	repeats       bool // the job has repeats left
+	started       time.Time
+	leaseEnd      time.Time // local, conservative estimate of lock_until
+	cancel        context.CancelCauseFunc
+	state         jobState
+	completedInTx atomic.Bool // the handler called Job.CompleteTx
 }
+
+// outcomeKind is what a finished attempt does to its job.
+type outcomeKind int
+
+const (
+	outcomeDone    outcomeKind = iota // succeeded: complete it
+	outcomeFailed                     // failed: record the error, retry or fail it
+	outcomeRequeue                    // snoozed, or stopped by shutdown: back in line, attempt not charged
+)
 
 // outcome is a finished attempt on its way to the table.
 type outcome struct {
-	job      *activeJob
-	err      error // nil: succeeded
-	final    bool  // failed with no attempt left, or with a finalError
-	handback bool  // stopped by shutdown: return to the queue, attempt not charged
-	elapsed  time.Duration
+	job     *activeJob
+	kind    outcomeKind
+	err     error         // the attempt's error (outcomeFailed, or the snooze)
+	final   bool          // outcomeFailed with no attempt left, or a PermanentError
+	delay   time.Duration // outcomeRequeue: how long until it runs again
+	elapsed time.Duration
 }
 
-func newEngine(c *Client, queue string, opts WorkerOptions, exec func(context.Context, *jobRow) error) *engine {
+func newEngine(c *Client, queue string, opts WorkerOptions, exec func(context.Context, *jobRow, *activeJob) error) *engine {
 	return &engine{
-		c:      c,
-		queue:  queue,
-		opts:   opts,
-		exec:   exec,
-		log:    opts.Logger.With("queue", queue),
-		jobs:   make(map[ulid.ULID]*activeJob),
-		freed:  make(chan struct{}, 1),
-		settle: make(chan struct{}, 1),
+		c:           c,
+		queue:       queue,
+		opts:        opts,
+		exec:        exec,
+		log:         opts.Logger.With("queue", queue),
+		jobs:        make(map[ulid.ULID]*activeJob),
+		freed:       make(chan struct{}, 1),
+		settle:      make(chan struct{}, 1),
+		checkLeases: make(chan struct{}, 1),
 	}
 }
 
 func (e *engine) run(ctx context.Context) error {
-	sub := e.c.listener.subscribe(e.queue)
+	sub := e.c.listener.subscribe(e.queue, e.onMessage)
 	defer sub.close()
 	e.available, e.scheduled = sub.available, sub.scheduled
 
@@ -349,6 +368,10 @@ func (e *engine) fetchLoop(ctx context.Context, jobBase context.Context) {
 						e.handBack(res.jobs)
 						return
 					}
+					if res.jobs[0].watched {
+						// Before the handlers start, so that watchers hear of the start first.
+						e.announce(ctx, msgStarted, rowIDs(res.jobs))
+					}
 					e.start(jobBase, res.jobs, res.leaseEnd)
 				}
 			}
@@ -405,6 +428,8 @@ func (e *engine) fetch(ctx context.Context, limit int, promote, rescue bool) (fe
 	b := &pgx.Batch{}
 	if rescue {
 		b.Queue(rescueSQL, e.queue, rescueBatch, maxErrorsKept)
+		completed, failed, cancelled := e.c.cfg.retentionOf(e.queue).pruneArgs()
+		b.Queue(pruneSQL, e.queue, completed, failed, cancelled, pruneBatch)
 	}
 	if promote {
 		b.Queue(promoteSQL, e.queue, promoteBatch)
@@ -425,6 +450,13 @@ func (e *engine) fetch(ctx context.Context, limit int, promote, rescue bool) (fe
 		}
 		if res.rescued+failed > 0 {
 			e.log.Warn("pgqueue: took back jobs whose lease expired", "available", res.rescued, "failed", failed)
+		}
+		var pruned int
+		if err := br.QueryRow().Scan(&pruned); err != nil {
+			return res, fmt.Errorf("pgqueue: prune: %w", err)
+		}
+		if pruned > 0 {
+			e.log.Debug("pgqueue: pruned finished jobs past their retention", "jobs", pruned)
 		}
 	}
 	if promote {
@@ -470,6 +502,8 @@ func (e *engine) start(jobBase context.Context, rows []*jobRow, leaseEnd time.Ti
 			token:       r.token,
 			attempt:     r.attempt,
 			maxAttempts: r.maxAttempts,
+			watched:     r.watched,
+			repeats:     r.repeatRemaining != 0,
 			started:     now,
 			leaseEnd:    leaseEnd,
 			cancel:      cancel,
@@ -488,7 +522,7 @@ func (e *engine) handBack(rows []*jobRow) {
 		j := &activeJob{id: r.id, token: r.token, attempt: r.attempt, maxAttempts: r.maxAttempts,
 			cancel: func(error) {}, state: stateFinishing}
 		e.jobs[j.id] = j
-		e.outcomes = append(e.outcomes, outcome{job: j, handback: true})
+		e.outcomes = append(e.outcomes, outcome{job: j, kind: outcomeRequeue})
 	}
 	e.mu.Unlock()
 	signal(e.settle)
@@ -497,7 +531,7 @@ func (e *engine) handBack(rows []*jobRow) {
 // runJob runs one attempt and queues its outcome for the completer.
 func (e *engine) runJob(ctx context.Context, j *activeJob, r *jobRow) {
 	defer e.handlers.Done()
-	err := e.call(ctx, r)
+	err := e.call(ctx, r, j)
 	cause := context.Cause(ctx)
 	j.cancel(nil)
 
@@ -506,16 +540,7 @@ func (e *engine) runJob(ctx context.Context, j *activeJob, r *jobRow) {
 	queued := j.state == stateRunning
 	if queued {
 		j.state = stateFinishing
-		o := outcome{job: j, err: err, elapsed: time.Since(j.started)}
-		var final *finalError
-		switch {
-		case err == nil:
-		case errors.Is(cause, ErrShutdown):
-			o.handback = true
-		default:
-			o.final = errors.As(err, &final) || j.attempt >= j.maxAttempts
-		}
-		e.outcomes = append(e.outcomes, o)
+		e.outcomes = append(e.outcomes, classify(j, err, cause, time.Since(j.started)))
 	}
 	e.mu.Unlock()
 	if queued {
@@ -524,14 +549,69 @@ func (e *engine) runJob(ctx context.Context, j *activeJob, r *jobRow) {
 	signal(e.freed)
 }
 
+// classify turns a handler's result into an outcome. cause is the cause of the handler's
+// context, if it was cancelled.
+func classify(j *activeJob, err, cause error, elapsed time.Duration) outcome {
+	o := outcome{job: j, err: err, elapsed: elapsed}
+	var snooze *SnoozeError
+	var permanent *PermanentError
+	switch {
+	case err == nil:
+		o.kind = outcomeDone
+	case errors.As(err, &snooze):
+		o.kind, o.delay = outcomeRequeue, snooze.Delay
+	case errors.Is(cause, ErrShutdown):
+		o.kind = outcomeRequeue // interrupted by shutdown: back without charging the attempt
+	default:
+		o.kind = outcomeFailed
+		o.final = errors.As(err, &permanent) || j.attempt >= j.maxAttempts
+	}
+	return o
+}
+
 // call runs the handler, turning a panic into a *PanicError.
-func (e *engine) call(ctx context.Context, r *jobRow) (err error) {
+func (e *engine) call(ctx context.Context, r *jobRow, j *activeJob) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Stack: string(debug.Stack())}
 		}
 	}()
-	return e.exec(ctx, r)
+	return e.exec(ctx, r, j)
+}
+
+// onMessage handles the listener's messages about this worker's queue: a cancelled job that
+// this worker runs is given up at once (its row has been settled by the canceller). After a
+// reconnect, the leases are checked at once, since a cancellation may have gone unheard.
+func (e *engine) onMessage(m message) {
+	if m.kind == msgResync {
+		signal(e.checkLeases)
+		return
+	}
+	if m.kind != msgCancelled {
+		return
+	}
+	var cancelled []*activeJob
+	e.mu.Lock()
+	for _, id := range m.ids {
+		if j := e.jobs[id]; j != nil && j.state == stateRunning {
+			cancelled = append(cancelled, e.abandon(j, ErrCancelled))
+		}
+	}
+	e.mu.Unlock()
+	e.reportCancelled(cancelled)
+}
+
+// announce tells watchers of the queue about jobs (msgStarted, msgCompleted, …). The statement
+// sends nothing if nobody watches any more. Failures only cost watchers an update.
+func (e *engine) announce(ctx context.Context, kind byte, ids []ulid.ULID) {
+	if len(ids) == 0 {
+		return
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.HeartbeatInterval)
+	defer cancel()
+	if _, err := e.c.pool.Exec(qctx, notifyWatchersSQL, e.queue, formatMessage(kind, e.queue, ids)); err != nil {
+		e.log.Warn("pgqueue: tell watchers", "error", err)
+	}
 }
 
 // stopHandlers is the graceful part of shutdown: wait up to ShutdownTimeout for running
@@ -557,7 +637,7 @@ func (e *engine) stopHandlers() error {
 	for _, j := range e.jobs {
 		if j.state == stateRunning {
 			j.state = stateAbandoned
-			e.outcomes = append(e.outcomes, outcome{job: j, handback: true})
+			e.outcomes = append(e.outcomes, outcome{job: j, kind: outcomeRequeue})
 		}
 	}
 	e.mu.Unlock()
@@ -585,4 +665,12 @@ func (e *engine) waitHandlers(d time.Duration) bool {
 			return false
 		}
 	}
+}
+
+func rowIDs(rows []*jobRow) []ulid.ULID {
+	ids := make([]ulid.ULID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.id
+	}
+	return ids
 }

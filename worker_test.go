@@ -275,6 +275,8 @@ func TestWorkerLateCompletionIsFenced(t *testing.T) {
 	receive(t, startedA, 10*time.Second, "worker A to start the job")
 
 	// The lease runs out as if A had stopped heartbeating; worker B takes the job back and runs it.
+	// (Once A's listener is up: on connecting, A checks its leases and would renew this one.)
+	waitListening(t, b.client, 1)
 	b.exec("UPDATE pgqueue_jobs SET lock_until = now() - interval '1 second' WHERE id = $1", [16]byte(job.ID))
 	qb := newQueue[int](t, b.newClient(), "fenced")
 	releaseB := make(chan struct{})

@@ -1,16 +1,19 @@
 -- enqueue: inserts one job, scheduled when its run_at lies in the future by the database clock and
--- available otherwise, and, when $9 is true, notifies the schema's channel ('a:' or 's:' and the
+-- available otherwise, and, when $9 is true, notifies the schema's channel ('a ' or 's ' and the
 -- queue) on commit. $1 id, $2 queue, $3 priority, $4 payload, $5 run_at (NULL: now + $6 µs),
--- $6 delay µs, $7 max_attempts, $8 retry delay µs (NULL: exponential back-off), $9 notify.
+-- $6 delay µs, $7 max_attempts, $8 retry delay µs (NULL: exponential back-off), $9 notify,
+-- $10 repeat count (-1: forever), $11 repeat every µs.
 WITH job AS (
-    INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay)
+    INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay,
+                              repeat_remaining, repeat_every)
     SELECT $1, $2,
            CASE WHEN t.run_at > now() THEN 'scheduled' ELSE 'available' END,
-           $3, $4, t.run_at, $7, $8::bigint * interval '1 microsecond'
+           $3, $4, t.run_at, $7, $8::bigint * interval '1 microsecond', $10,
+           $11::bigint * interval '1 microsecond'
     FROM (SELECT coalesce($5::timestamptz, now() + $6::bigint * interval '1 microsecond') AS run_at) AS t
     RETURNING status, run_at, created_at
 ), notified AS (
-    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), left(job.status, 1) || ':' || $2)
+    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), left(job.status, 1) || ' ' || $2)
     FROM job
     WHERE $9::boolean
 )

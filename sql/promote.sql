@@ -17,7 +17,7 @@ WITH due AS (
 ), counted AS (
     SELECT count(*) AS n FROM promoted
 ), notified AS (
-    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a:' || $1)
+    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a ' || $1)
     FROM counted
     WHERE n > 0
 )

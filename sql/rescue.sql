@@ -1,7 +1,7 @@
 -- rescue: takes back up to $2 running jobs of queue $1 whose lease ran out (their worker died,
 -- froze or lost the database): available again with the lost attempt recorded in errors, or
 -- failed when that was the last attempt. Wakes the queue's workers if any became available.
--- Reads pgqueue_jobs_running_idx (queue) WHERE status = 'running'.
+-- Reads pgqueue_jobs_running_idx (queue, id) WHERE status = 'running'.
 WITH expired AS (
     SELECT id
     FROM pgqueue_jobs
@@ -25,7 +25,7 @@ WITH expired AS (
     WHERE j.id = expired.id
     RETURNING j.status
 ), notified AS (
-    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a:' || $1)
+    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a ' || $1)
     WHERE EXISTS (SELECT 1 FROM rescued WHERE status = 'available')
 )
 SELECT count(*) FILTER (WHERE status = 'available'),

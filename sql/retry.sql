@@ -1,25 +1,18 @@
--- retry: records a failed attempt of each job ($1 id, $2 lock_token) still held under its token,
--- with its error $5 and stack $6, then ends it 'failed' when $4 says so, or puts it back: after
--- the job's own retry_delay if it has one, else after $3 µs (the worker's back-off), 'scheduled'
--- while that lies ahead and 'available' when it is zero. errors keeps the newest $7 entries.
--- Returns id, new status and run_at of each job it changed. Reads the primary key.
-UPDATE pgqueue_jobs AS j
-SET status      = CASE WHEN f.final THEN 'failed'
-                       WHEN coalesce(j.retry_delay, f.delay_us * interval '1 microsecond') > interval '0'
-                           THEN 'scheduled'
-                       ELSE 'available' END,
-    run_at      = CASE WHEN f.final THEN j.run_at
-                       ELSE now() + coalesce(j.retry_delay, f.delay_us * interval '1 microsecond') END,
-    finished_at = CASE WHEN f.final THEN now() END,
-    errors      = (CASE WHEN jsonb_array_length(coalesce(j.errors, '[]')) >= $7
-                        THEN j.errors - 0 ELSE coalesce(j.errors, '[]') END)
-                  || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
-                         'attempt', j.attempt, 'at', now(), 'error', f.error,
-                         'stack', nullif(f.stack, '')))),
-    lock_until  = NULL,
-    lock_token  = NULL,
-    locked_by   = NULL
-FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::boolean[], $5::text[], $6::text[])
-         AS f(id, lock_token, delay_us, final, error, stack)
-WHERE j.id = f.id AND j.lock_token = f.lock_token
-RETURNING j.id, j.status, j.run_at
+-- retry: makes job $1 of queue $2 available now: a failed, cancelled or kept completed job with a
+-- fresh set of attempts (its errors stay), a scheduled one ahead of its time. Running and
+-- available jobs are left alone. Wakes the queue's workers. Returns the status the job had; no
+-- row if the queue has no such job. Reads the primary key.
+WITH target AS (
+    SELECT id, status FROM pgqueue_jobs WHERE id = $1 AND queue = $2 FOR UPDATE
+), retried AS (
+    UPDATE pgqueue_jobs AS j
+    SET status = 'available', run_at = now(), finished_at = NULL,
+        attempt = CASE WHEN target.status = 'scheduled' THEN j.attempt ELSE 0 END
+    FROM target
+    WHERE j.id = target.id AND target.status IN ('scheduled', 'completed', 'failed', 'cancelled')
+    RETURNING j.id
+), notified AS (
+    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a ' || $2)
+    WHERE EXISTS (SELECT 1 FROM retried)
+)
+SELECT target.status, (SELECT count(*) FROM notified) FROM target

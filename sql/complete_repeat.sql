@@ -1,0 +1,38 @@
+-- complete_repeat: complete for jobs that may repeat (and for Job.CompleteTx): settles the
+-- succeeded jobs ($1 id, $2 lock_token) still held under their token, deleting them, or when $4
+-- (retention keeps completed jobs) marking them 'completed'. A job with repeats left is
+-- followed, in the same statement, by a new job with id $3 at the back of the line, due after
+-- repeat_every; if a live job with its unique key exists already, that one is the
+-- next run and none is added. Returns the id of each settled job and of its repeat (NULL if
+-- none). A job missing from the result had lost its lock; its newer attempt stays untouched.
+-- Reads the primary key.
+WITH settled AS (
+    DELETE FROM pgqueue_jobs AS j
+    USING unnest($1::uuid[], $2::uuid[], $3::uuid[]) AS c(id, lock_token, next_id)
+    WHERE NOT $4::boolean AND j.id = c.id AND j.lock_token = c.lock_token
+    RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
+              j.unique_key, j.repeat_remaining, j.repeat_every
+), kept AS (
+    UPDATE pgqueue_jobs AS j
+    SET status = 'completed', finished_at = now(), lock_until = NULL, lock_token = NULL, locked_by = NULL
+    FROM unnest($1::uuid[], $2::uuid[], $3::uuid[]) AS c(id, lock_token, next_id)
+    WHERE $4::boolean AND j.id = c.id AND j.lock_token = c.lock_token
+    RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
+              j.unique_key, j.repeat_remaining, j.repeat_every
+), done AS (
+    SELECT * FROM settled UNION ALL SELECT * FROM kept
+), repeated AS (
+    INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay,
+                              unique_key, repeat_remaining, repeat_every)
+    SELECT d.next_id, d.queue,
+           CASE WHEN d.repeat_every > interval '0' THEN 'scheduled' ELSE 'available' END,
+           d.priority, d.payload, now() + coalesce(d.repeat_every, interval '0'), d.max_attempts,
+           d.retry_delay, d.unique_key,
+           CASE WHEN d.repeat_remaining > 0 THEN d.repeat_remaining - 1 ELSE -1 END, d.repeat_every
+    FROM done AS d
+    WHERE d.repeat_remaining <> 0
+    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('scheduled', 'available', 'running')
+    DO NOTHING
+    RETURNING id
+)
+SELECT done.id, repeated.id FROM done LEFT JOIN repeated ON repeated.id = done.next_id

@@ -1,0 +1,17 @@
+-- prune: deletes up to $5 finished jobs of queue $1 kept past their retention: completed ones
+-- finished more than $2 µs ago, failed more than $3, cancelled more than $4 (NULL: kept for
+-- ever). Rows another pruner holds are skipped. Returns how many it deleted.
+-- Reads pgqueue_jobs_finished_idx (queue, status, finished_at, id).
+WITH doomed AS (
+    SELECT id
+    FROM pgqueue_jobs
+    WHERE queue = $1
+      AND ((status = 'completed' AND finished_at < now() - $2::bigint * interval '1 microsecond')
+        OR (status = 'failed'    AND finished_at < now() - $3::bigint * interval '1 microsecond')
+        OR (status = 'cancelled' AND finished_at < now() - $4::bigint * interval '1 microsecond'))
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM pgqueue_jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+)
+SELECT count(*) FROM deleted
