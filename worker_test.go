@@ -270,14 +270,18 @@ func TestWorkerLateCompletionIsFenced(t *testing.T) {
 		startedA <- struct{}{}
 		<-releaseA
 		return nil
-	}, &WorkerOptions{LockDuration: 20 * time.Second, HeartbeatInterval: 10 * time.Second, OnEvent: evA.on, PollInterval: noPoll})
+	}, &WorkerOptions{
+		// One slot, which A's blocked handler keeps, so that A cannot claim the job again itself.
+		Concurrency:  1,
+		LockDuration: 20 * time.Second, HeartbeatInterval: 10 * time.Second, OnEvent: evA.on, PollInterval: noPoll,
+	})
 	startWorker(t, wa)
 	receive(t, startedA, 10*time.Second, "worker A to start the job")
 
-	// The lease runs out as if A had stopped heartbeating; worker B takes the job back and runs it.
-	// (Once A's listener is up: on connecting, A checks its leases and would renew this one.)
-	waitListening(t, b.client, 1)
-	b.exec("UPDATE pgqueue_jobs SET lock_until = now() - interval '1 second' WHERE id = $1", [16]byte(job.ID))
+	// A's lease ran out and the job was taken back, as a rescue does (token cleared, available
+	// again, the attempt kept); worker B claims it and runs it.
+	b.exec(`UPDATE pgqueue_jobs SET status = 'available', lock_token = NULL, lock_until = NULL, locked_by = NULL
+		WHERE id = $1`, [16]byte(job.ID))
 	qb := newQueue[int](t, b.newClient(), "fenced")
 	releaseB := make(chan struct{})
 	startedB := make(chan int, 1)
@@ -292,7 +296,8 @@ func TestWorkerLateCompletionIsFenced(t *testing.T) {
 		t.Fatalf("worker B ran attempt %d, want 2", a)
 	}
 
-	// A finishes late: its completion must not touch B's attempt.
+	// A finishes late (whether its heartbeat noticed the loss first or its completion finds the
+	// token changed): its success must not touch B's attempt.
 	close(releaseA)
 	lost := evA.next(t, EventLockLost)
 	if lost.JobID != job.ID {

@@ -128,7 +128,7 @@ func (s *pgqueueSystem) Stop(context.Context) error {
 func (s *pgqueueSystem) Busy(ctx context.Context) (bool, error) {
 	var busy bool
 	err := s.env.admin.QueryRow(ctx, fmt.Sprintf(`SELECT
-		(SELECT 1 FROM %[1]s WHERE queue = $1 AND status = 'available' ORDER BY priority DESC, id LIMIT 1) IS NOT NULL OR
+		(SELECT 1 FROM %[1]s WHERE queue = $1 AND status = 'available' ORDER BY -priority, id LIMIT 1) IS NOT NULL OR
 		EXISTS (SELECT 1 FROM %[1]s WHERE queue = $1 AND status = 'running')`,
 		pgx.Identifier{s.schema, "pgqueue_jobs"}.Sanitize()), queueName).Scan(&busy)
 	if err != nil {

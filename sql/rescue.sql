@@ -2,13 +2,7 @@
 -- froze or lost the database): available again with the lost attempt recorded in errors, or
 -- failed when that was the last attempt. Wakes the queue's workers if any became available.
 -- Reads pgqueue_jobs_running_idx (queue, id) WHERE status = 'running'.
-WITH expired AS (
-    SELECT id
-    FROM pgqueue_jobs
-    WHERE queue = $1 AND status = 'running' AND lock_until < now()
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-), rescued AS (
+WITH rescued AS (
     UPDATE pgqueue_jobs AS j
     SET status      = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'available' END,
         finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
@@ -21,8 +15,13 @@ WITH expired AS (
         lock_until  = NULL,
         lock_token  = NULL,
         locked_by   = NULL
-    FROM expired
-    WHERE j.id = expired.id
+    WHERE j.ctid = ANY (ARRAY(
+              SELECT ctid
+              FROM pgqueue_jobs
+              WHERE queue = $1 AND status = 'running' AND lock_until < now()
+              LIMIT $2
+              FOR UPDATE SKIP LOCKED))
+      AND j.queue = $1
     RETURNING j.status
 ), notified AS (
     SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a ' || $1)
