@@ -28,6 +28,10 @@ var (
 	// without charging the attempt.
 	ErrShutdown = errors.New("pgqueue: worker shutting down")
 
+	// ErrJobTimeout is the cause (context.Cause) of a job's context when its attempt ran longer
+	// than WorkerOptions.JobTimeout. The attempt fails, and is retried like any other.
+	ErrJobTimeout = errors.New("pgqueue: job timed out")
+
 	// ErrCancelled is the cause (context.Cause) of a running job's context when the job was
 	// cancelled (Queue.Cancel, or Queue.Delete with Cancel). Its outcome is discarded.
 	ErrCancelled = errors.New("pgqueue: job cancelled")

@@ -23,6 +23,7 @@ func (e *engine) heartbeatLoop(ctx context.Context) {
 		case <-t.C:
 		case <-e.checkLeases:
 		}
+		e.giveUpOverdue(time.Now())
 		e.heartbeat(ctx)
 	}
 }

@@ -71,8 +71,16 @@ type WorkerOptions struct {
 
 	// ShutdownTimeout is how long Run, once its context ends, lets running jobs finish before
 	// it cancels their contexts (cause ErrShutdown) and hands unfinished jobs back to the queue
-	// without charging the attempt. Defaults to ShutdownTimeoutDefault.
+	// without charging the attempt. It is also how long a handler whose JobTimeout has passed
+	// may take to return before the worker gives up on it. Defaults to ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
+
+	// JobTimeout bounds each attempt: when it has passed, the handler's context is cancelled
+	// (cause ErrJobTimeout) and the attempt fails like a returned error. A handler that still
+	// has not returned ShutdownTimeout later is given up: its attempt is recorded as failed, its
+	// slot is freed for other jobs, and its goroutine, which Go cannot stop, is left to finish
+	// on its own (logged); whatever it returns is ignored. Defaults to 0: no limit.
+	JobTimeout time.Duration
 
 	// RetryBackoff sets the delays between attempts of jobs that have no RetryDelay of their
 	// own. Its zero value is the default exponential back-off.
@@ -116,6 +124,8 @@ func (o WorkerOptions) validate() error {
 		return invalidf("PollInterval %s is negative", o.PollInterval)
 	case o.ShutdownTimeout < 0:
 		return invalidf("ShutdownTimeout %s is negative", o.ShutdownTimeout)
+	case o.JobTimeout < 0:
+		return invalidf("JobTimeout %s is negative", o.JobTimeout)
 	}
 	return o.RetryBackoff.validate()
 }
@@ -219,6 +229,8 @@ type activeJob struct {
 	leaseEnd      time.Time // local, conservative estimate of lock_until
 	cancel        context.CancelCauseFunc
 	state         jobState
+	deadline      time.Time   // when its JobTimeout passes; zero without one
+	released      bool        // its slot was freed before its handler returned (given up)
 	completedInTx atomic.Bool // the handler called Job.CompleteTx
 }
 
@@ -497,6 +509,14 @@ func (e *engine) start(jobBase context.Context, rows []*jobRow, leaseEnd time.Ti
 	defer e.mu.Unlock()
 	for _, r := range rows {
 		ctx, cancel := context.WithCancelCause(jobBase)
+		var deadline time.Time
+		if e.opts.JobTimeout > 0 {
+			deadline = now.Add(e.opts.JobTimeout)
+			var stop context.CancelFunc
+			ctx, stop = context.WithDeadlineCause(ctx, deadline, ErrJobTimeout)
+			cancelAll := cancel
+			cancel = func(cause error) { cancelAll(cause); stop() }
+		}
 		j := &activeJob{
 			id:          r.id,
 			token:       r.token,
@@ -507,11 +527,43 @@ func (e *engine) start(jobBase context.Context, rows []*jobRow, leaseEnd time.Ti
 			started:     now,
 			leaseEnd:    leaseEnd,
 			cancel:      cancel,
+			deadline:    deadline,
 		}
 		e.jobs[j.id] = j
 		e.busy++
 		e.handlers.Add(1)
 		go e.runJob(ctx, j, r)
+	}
+}
+
+// giveUpOverdue gives up handlers still running ShutdownTimeout after their JobTimeout: their
+// attempts fail (and are retried, or end failed), their slots are freed, and whatever they
+// return later is ignored.
+func (e *engine) giveUpOverdue(now time.Time) {
+	if e.opts.JobTimeout <= 0 {
+		return
+	}
+	var overdue []*activeJob
+	e.mu.Lock()
+	for _, j := range e.jobs {
+		if j.state == stateRunning && !j.deadline.IsZero() && now.After(j.deadline.Add(e.opts.ShutdownTimeout)) {
+			j.state, j.released = stateFinishing, true
+			e.busy--
+			err := fmt.Errorf("%w: the handler did not return within %s of its JobTimeout (%s) and was given up",
+				ErrJobTimeout, e.opts.ShutdownTimeout, e.opts.JobTimeout)
+			e.outcomes = append(e.outcomes, outcome{job: j, kind: outcomeFailed, err: err,
+				final: j.attempt >= j.maxAttempts, elapsed: now.Sub(j.started)})
+			overdue = append(overdue, j)
+		}
+	}
+	e.mu.Unlock()
+	for _, j := range overdue {
+		e.log.Error("pgqueue: gave up a handler that ignores its context; its goroutine is left running",
+			"job", j.id, "attempt", j.attempt, "timeout", e.opts.JobTimeout)
+	}
+	if len(overdue) > 0 {
+		signal(e.settle)
+		signal(e.freed)
 	}
 }
 
@@ -536,7 +588,9 @@ func (e *engine) runJob(ctx context.Context, j *activeJob, r *jobRow) {
 	j.cancel(nil)
 
 	e.mu.Lock()
-	e.busy--
+	if !j.released {
+		e.busy--
+	}
 	queued := j.state == stateRunning
 	if queued {
 		j.state = stateFinishing
@@ -565,6 +619,9 @@ func classify(j *activeJob, err, cause error, elapsed time.Duration) outcome {
 	default:
 		o.kind = outcomeFailed
 		o.final = errors.As(err, &permanent) || j.attempt >= j.maxAttempts
+		if errors.Is(cause, ErrJobTimeout) && !errors.Is(err, ErrJobTimeout) {
+			o.err = fmt.Errorf("%w: %w", ErrJobTimeout, err)
+		}
 	}
 	return o
 }

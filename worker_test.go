@@ -499,6 +499,7 @@ func TestWorkerInvalidOptions(t *testing.T) {
 		{ShutdownTimeout: -1},
 		{RetryBackoff: Backoff{Initial: time.Hour, Max: time.Minute}},
 		{RetryBackoff: Backoff{Jitter: 2}},
+		{JobTimeout: -time.Second},
 	} {
 		if err := q.NewWorker(h, &o).Run(t.Context()); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("Run with %+v = %v, want ErrInvalidOption", o, err)
@@ -530,5 +531,64 @@ func TestBackoffDelay(t *testing.T) {
 		if d := j.Delay(3); d < 2*time.Second || d > 6*time.Second {
 			t.Fatalf("Delay(3) with jitter 0.5 = %s, want within 2s..6s", d)
 		}
+	}
+}
+
+// JobTimeout: a handler that respects its context fails the attempt with ErrJobTimeout; one
+// that ignores it is given up after ShutdownTimeout, its slot freed for the next job, and its
+// late result ignored.
+func TestJobTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[string](t, b.client, "timeout")
+	ev := newEvents()
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		switch job.Payload {
+		case "polite":
+			<-ctx.Done()
+			return ctx.Err()
+		case "stuck":
+			defer close(returned)
+			<-release // ignores its context
+			return nil
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 1, JobTimeout: 100 * time.Millisecond, ShutdownTimeout: 200 * time.Millisecond,
+		LockDuration: 600 * time.Millisecond, OnEvent: ev.on})
+	polite, err := q.Enqueue(t.Context(), "polite", &EnqueueOptions{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	f := ev.next(t, EventFailed)
+	if f.JobID != polite.ID || !errors.Is(f.Err, ErrJobTimeout) {
+		t.Fatalf("failed event = %+v, want ErrJobTimeout", f)
+	}
+
+	stuck, err := q.Enqueue(t.Context(), "stuck", &EnqueueOptions{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = ev.next(t, EventFailed)
+	if f.JobID != stuck.ID || !errors.Is(f.Err, ErrJobTimeout) {
+		t.Fatalf("failed event = %+v, want the stuck job given up", f)
+	}
+	// Its slot is free again: with Concurrency 1 the next job runs while the stuck one still hangs.
+	next, err := q.Enqueue(t.Context(), "next", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ev.next(t, EventCompleted); c.JobID != next.ID {
+		t.Fatalf("completed %s, want %s", c.JobID, next.ID)
+	}
+	if n := b.count("id = $1 AND status = 'failed' AND errors->0->>'error' LIKE '%given up%'", [16]byte(stuck.ID)); n != 1 {
+		t.Fatal("the stuck job was not recorded as given up")
+	}
+	close(release)
+	<-returned
+	if n := b.count("id = $1 AND status = 'failed'", [16]byte(stuck.ID)); n != 1 {
+		t.Fatal("the abandoned handler's late success changed the job")
 	}
 }
