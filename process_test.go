@@ -2,10 +2,14 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	ossignal "os/signal"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -18,9 +22,22 @@ import (
 // tests.
 const helperEnv = "PGQUEUE_TEST_HELPER"
 
-// helperMain runs a worker on queue PGQUEUE_TEST_QUEUE in schema PGQUEUE_TEST_SCHEMA whose
-// handler prints "started <id>" and then blocks until the process is killed.
+// helperMain runs the helper mode that helperEnv names.
 func helperMain() int {
+	switch mode := os.Getenv(helperEnv); mode {
+	case "worker":
+		return helperWorker()
+	case "chaos":
+		return chaosMain()
+	default:
+		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+		return 2
+	}
+}
+
+// helperWorker runs a worker on queue PGQUEUE_TEST_QUEUE in schema PGQUEUE_TEST_SCHEMA whose
+// handler prints "started <id>" and then blocks until the process is killed.
+func helperWorker() int {
 	ctx, stop := ossignal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
@@ -79,4 +96,167 @@ func startHelper(t *testing.T, b *bundle, queue string) (*exec.Cmd, *os.File) {
 		r.Close()
 	})
 	return cmd, r
+}
+
+// chaosJob is the payload of the chaos tests' jobs.
+type chaosJob struct {
+	// Tx: record the run and complete the job in one transaction (Job.CompleteTx).
+	Tx bool `json:"tx,omitempty"`
+	// Wait: in a holding process, wait for the context to end instead of working late.
+	Wait bool `json:"wait,omitempty"`
+}
+
+// chaosMain runs a worker process for the chaos tests on queue "chaos" of schema
+// PGQUEUE_TEST_SCHEMA, configured by environment variables:
+//
+//	PGQUEUE_CHAOS_CONCURRENCY  WorkerOptions.Concurrency
+//	PGQUEUE_CHAOS_LOCK         WorkerOptions.LockDuration
+//	PGQUEUE_CHAOS_POLL         WorkerOptions.PollInterval
+//	PGQUEUE_CHAOS_WORK         each handler first sleeps a random time below this
+//	PGQUEUE_CHAOS_KEEP         "1": keep completed jobs (Retention.Completed KeepForever)
+//	PGQUEUE_CHAOS_HOLD         "1": hold every job until the process is stopped and continued
+//
+// Every run of a job is recorded as a row (job_id, pid, attempt, tx) of chaos_runs, inserted
+// on its own (the job completes afterwards) or, for chaosJob.Tx, in the transaction that
+// completes the job. The process prints, one line each:
+//
+//	event <kind> <id>        for lock_lost, cancelled, failed and error events
+//	started <id>             when a held job starts
+//	cancelled <id> <cause>   when a held Wait job's context ends ("lock-lost" for ErrLockLost)
+//	finished <id> <result>   when a held job has done its late work ("ok", "not-held" or the error)
+//
+// A holding process keeps each job it claims: Wait jobs until their context ends, the others
+// until the process receives SIGCONT, after which they record their run and complete late.
+func chaosMain() int {
+	ctx, stop := ossignal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	concurrency, err := strconv.Atoi(os.Getenv("PGQUEUE_CHAOS_CONCURRENCY"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "PGQUEUE_CHAOS_CONCURRENCY:", err)
+		return 2
+	}
+	var lock, poll, work time.Duration
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"PGQUEUE_CHAOS_LOCK", &lock}, {"PGQUEUE_CHAOS_POLL", &poll}, {"PGQUEUE_CHAOS_WORK", &work}} {
+		if *d.dst, err = time.ParseDuration(os.Getenv(d.name)); err != nil {
+			fmt.Fprintln(os.Stderr, d.name+":", err)
+			return 2
+		}
+	}
+	hold := os.Getenv("PGQUEUE_CHAOS_HOLD") == "1"
+	thawed := make(chan struct{})
+	if hold {
+		cont := make(chan os.Signal, 1)
+		ossignal.Notify(cont, syscall.SIGCONT)
+		go func() {
+			<-cont
+			close(thawed)
+		}()
+	}
+
+	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = os.Getenv("PGQUEUE_TEST_SCHEMA")
+	// A connection for every handler, and some for the worker's own statements.
+	cfg.MaxConns = int32(concurrency + 4)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer pool.Close()
+	ccfg := &Config{
+		ID:     fmt.Sprintf("chaos-%d", os.Getpid()),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	}
+	if os.Getenv("PGQUEUE_CHAOS_KEEP") == "1" {
+		ccfg.Retention.Completed = KeepForever
+	}
+	client, err := NewClient(pool, ccfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer client.Close()
+	q, err := NewQueue[chaosJob](client, "chaos")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+
+	pid := os.Getpid()
+	handler := func(ctx context.Context, job *Job[chaosJob]) error {
+		if !hold {
+			if work > 0 && !sleepCtx(ctx, rand.N(work)) {
+				return context.Cause(ctx)
+			}
+			return recordChaosRun(ctx, pool, job, pid)
+		}
+		fmt.Printf("started %s\n", job.ID)
+		if job.Payload.Wait {
+			<-ctx.Done()
+			cause := context.Cause(ctx)
+			if errors.Is(cause, ErrLockLost) {
+				fmt.Printf("cancelled %s lock-lost\n", job.ID)
+			} else {
+				fmt.Printf("cancelled %s %v\n", job.ID, cause)
+			}
+			return cause
+		}
+		select {
+		case <-thawed:
+		case <-time.After(time.Minute): // never frozen: the test has failed already
+		}
+		// Late work, as a frozen process does it on waking: with no regard for its context.
+		err := recordChaosRun(context.WithoutCancel(ctx), pool, job, pid)
+		switch {
+		case err == nil:
+			fmt.Printf("finished %s ok\n", job.ID)
+		case errors.Is(err, ErrNotHeld):
+			fmt.Printf("finished %s not-held\n", job.ID)
+		default:
+			fmt.Printf("finished %s %v\n", job.ID, err)
+		}
+		return err
+	}
+	onEvent := func(ev Event) {
+		switch ev.Kind {
+		case EventLockLost, EventCancelled, EventFailed, EventError:
+			fmt.Printf("event %s %s\n", ev.Kind, ev.JobID)
+		}
+	}
+	w := q.NewWorker(handler, &WorkerOptions{Concurrency: concurrency, LockDuration: lock,
+		PollInterval: poll, OnEvent: onEvent})
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// recordChaosRun inserts the run of job into chaos_runs: on its own, or for a chaosJob.Tx job
+// in one transaction with the job's completion.
+func recordChaosRun(ctx context.Context, pool *pgxpool.Pool, job *Job[chaosJob], pid int) error {
+	const insert = "INSERT INTO chaos_runs (job_id, pid, attempt, tx) VALUES ($1, $2, $3, $4)"
+	if !job.Payload.Tx {
+		_, err := pool.Exec(ctx, insert, [16]byte(job.ID), pid, job.Attempt, false)
+		return err
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, insert, [16]byte(job.ID), pid, job.Attempt, true); err != nil {
+		return err
+	}
+	if err := job.CompleteTx(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }

@@ -1,0 +1,484 @@
+package pgqueue
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/oklog/ulid/v2"
+)
+
+// The chaos tests do harm to running workers (kill them, freeze them, cut their connections,
+// starve their pool) and then check that nothing was lost. Worker processes are the test binary
+// itself in helper mode "chaos" (see chaosMain); every run of a job is a row of chaos_runs.
+
+// chaosJobsDefault is how many jobs TestChaosKilledWorkers works through unless
+// PGQUEUE_CHAOS_JOBS says otherwise.
+const chaosJobsDefault = 10000
+
+func chaosJobCount(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("PGQUEUE_CHAOS_JOBS")
+	if s == "" {
+		return chaosJobsDefault
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 100 {
+		t.Fatalf("PGQUEUE_CHAOS_JOBS=%q: want a number of at least 100", s)
+	}
+	return n
+}
+
+// createChaosRuns creates the table in which chaos workers record each run of a job.
+func createChaosRuns(b *bundle) {
+	b.t.Helper()
+	b.exec(`CREATE TABLE chaos_runs (
+		job_id  uuid        NOT NULL,
+		pid     integer     NOT NULL,
+		attempt integer     NOT NULL,
+		tx      boolean     NOT NULL,
+		at      timestamptz NOT NULL DEFAULT clock_timestamp())`)
+}
+
+// chaosRun is one row of chaos_runs.
+type chaosRun struct {
+	pid     int
+	attempt int
+	tx      bool
+}
+
+// chaosRuns reads chaos_runs, by job.
+func chaosRuns(b *bundle) map[ulid.ULID][]chaosRun {
+	b.t.Helper()
+	rows, err := b.pool.Query(context.Background(), "SELECT job_id, pid, attempt, tx FROM chaos_runs ORDER BY at")
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	runs := map[ulid.ULID][]chaosRun{}
+	var id ulid.ULID
+	var r chaosRun
+	if _, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &r.pid, &r.attempt, &r.tx}, func() error {
+		runs[id] = append(runs[id], r)
+		return nil
+	}); err != nil {
+		b.t.Fatal(err)
+	}
+	return runs
+}
+
+// chaosOutput collects the lines that chaos worker processes print, by process id.
+type chaosOutput struct {
+	mu    sync.Mutex
+	lines map[int][]string
+}
+
+func (o *chaosOutput) add(pid int, line string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lines == nil {
+		o.lines = map[int][]string{}
+	}
+	o.lines[pid] = append(o.lines[pid], line)
+}
+
+// has reports whether process pid (any process, if pid is 0) printed line.
+func (o *chaosOutput) has(pid int, line string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for p, lines := range o.lines {
+		if (pid == 0 || p == pid) && slices.Contains(lines, line) {
+			return true
+		}
+	}
+	return false
+}
+
+// ids returns the job ids of the lines "<prefix> <id>…" that any process printed.
+func (o *chaosOutput) ids(prefix string) map[ulid.ULID]bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ids := map[ulid.ULID]bool{}
+	for _, lines := range o.lines {
+		for _, line := range lines {
+			rest, ok := strings.CutPrefix(line, prefix+" ")
+			if !ok {
+				continue
+			}
+			s, _, _ := strings.Cut(rest, " ")
+			if id, err := ulid.ParseStrict(s); err == nil {
+				ids[id] = true
+			}
+		}
+	}
+	return ids
+}
+
+// chaosProc is a chaos worker process.
+type chaosProc struct {
+	cmd  *exec.Cmd
+	pid  int
+	id   string        // its client's Config.ID: locked_by of the jobs it holds
+	read chan struct{} // closed when its output has been read to the end
+
+	once    sync.Once
+	waitErr error
+}
+
+// chaosSettings configure a chaos worker process (see chaosMain).
+type chaosSettings struct {
+	concurrency int
+	lock, poll  time.Duration
+	work        time.Duration // handlers sleep a random time below this
+	keep        bool          // keep completed jobs
+	hold        bool          // hold jobs until stopped and continued
+}
+
+// startChaos starts a chaos worker process on the bundle's schema. It is killed, if still
+// running, when the test ends.
+func startChaos(t *testing.T, b *bundle, out *chaosOutput, s chaosSettings) *chaosProc {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := func(v bool) string {
+		if v {
+			return "1"
+		}
+		return "0"
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=chaos", "PGQUEUE_TEST_DSN="+testDSN,
+		"PGQUEUE_TEST_SCHEMA="+b.schema,
+		"PGQUEUE_CHAOS_CONCURRENCY="+strconv.Itoa(s.concurrency),
+		"PGQUEUE_CHAOS_LOCK="+s.lock.String(),
+		"PGQUEUE_CHAOS_POLL="+s.poll.String(),
+		"PGQUEUE_CHAOS_WORK="+s.work.String(),
+		"PGQUEUE_CHAOS_KEEP="+flag(s.keep),
+		"PGQUEUE_CHAOS_HOLD="+flag(s.hold))
+	cmd.Stdout = w
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		r.Close()
+		t.Fatal(err)
+	}
+	w.Close()
+	p := &chaosProc{cmd: cmd, pid: cmd.Process.Pid, id: fmt.Sprintf("chaos-%d", cmd.Process.Pid),
+		read: make(chan struct{})}
+	go func() {
+		defer close(p.read)
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			out.add(p.pid, sc.Text())
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = p.wait()
+	})
+	return p
+}
+
+// wait waits for the process to exit and its output to be read; it returns what cmd.Wait did.
+func (p *chaosProc) wait() error {
+	p.once.Do(func() {
+		p.waitErr = p.cmd.Wait()
+		<-p.read
+	})
+	return p.waitErr
+}
+
+func (p *chaosProc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to worker process %d: %v", sig, p.pid, err)
+	}
+}
+
+// kill kills the process with SIGKILL and waits for it to be gone.
+func (p *chaosProc) kill(t *testing.T) {
+	t.Helper()
+	p.signal(t, syscall.SIGKILL)
+	_ = p.wait()
+}
+
+// stop shuts the process down with SIGTERM and checks that its worker stopped cleanly.
+func (p *chaosProc) stop(t *testing.T) {
+	t.Helper()
+	p.signal(t, syscall.SIGTERM)
+	if err := p.wait(); err != nil {
+		t.Errorf("worker process %d did not shut down cleanly: %v", p.pid, err)
+	}
+}
+
+// waitSlowly is waitFor for conditions that cost a query over many rows: it checks every 50 ms.
+func waitSlowly(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// heldBy returns the jobs that the table says a worker holds: running under its lease.
+func heldBy(b *bundle, workerID string) []ulid.ULID {
+	b.t.Helper()
+	rows, err := b.pool.Query(context.Background(),
+		"SELECT id FROM pgqueue_jobs WHERE status = 'running' AND locked_by = $1", workerID)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, scanID)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return ids
+}
+
+// Worker processes are killed with SIGKILL at random moments while three of them work through
+// a queue, and replaced. No job is lost, none is left running, and a job runs more than once only
+// if it was in flight in a killed process (or a worker reported losing its lock). Jobs that record
+// their run in the transaction that completes them (Job.CompleteTx) run exactly once in effect.
+func TestChaosKilledWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	createChaosRuns(b)
+	jobs := chaosJobCount(t)
+	q := newQueue[chaosJob](t, b.client, "chaos")
+	payloads := make([]chaosJob, jobs)
+	for i := range payloads {
+		payloads[i].Tx = i%2 == 1
+	}
+	enqueued, err := q.EnqueueMany(t.Context(), payloads, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const procs, concurrency, kills = 3, 10, 6
+	settings := chaosSettings{concurrency: concurrency, lock: 2 * time.Second,
+		poll: 200 * time.Millisecond, work: 5 * time.Millisecond}
+	out := &chaosOutput{}
+	began := time.Now()
+	workers := make([]*chaosProc, procs)
+	for i := range workers {
+		workers[i] = startChaos(t, b, out, settings)
+	}
+
+	// Kill at random points of the run, one in each of six equal stretches between 5 % and 80 %
+	// of the jobs done (so that a replacement has time to start working before it may be
+	// killed), a few milliseconds after the point is passed so that kills land in the middle of
+	// jobs.
+	points := make([]int, kills)
+	for i := range points {
+		points[i] = jobs/20 + int(float64(jobs*3/4)*(float64(i)+rand.Float64())/kills)
+	}
+	inFlight := map[ulid.ULID]bool{} // jobs a killed process held when it died
+	killedPIDs := map[int]bool{}
+	for _, point := range points {
+		waitSlowly(t, 2*time.Minute, fmt.Sprintf("%d jobs to be done", point), func() bool {
+			return jobs-b.count("true") >= point
+		})
+		time.Sleep(rand.N(20 * time.Millisecond))
+		i := rand.IntN(procs)
+		victim := workers[i]
+		victim.kill(t)
+		killedPIDs[victim.pid] = true
+		// Nobody can have taken them back yet: their leases run for another LockDuration.
+		held := heldBy(b, victim.id)
+		for _, id := range held {
+			inFlight[id] = true
+		}
+		t.Logf("killed worker process %d after %d jobs were done; it held %d", victim.pid, point, len(held))
+		workers[i] = startChaos(t, b, out, settings)
+	}
+
+	waitSlowly(t, 2*time.Minute, "every job to finish", func() bool { return b.count("true") == 0 })
+	elapsed := time.Since(began)
+	for _, w := range workers {
+		w.stop(t)
+	}
+
+	// Completed jobs are deleted (the default retention), so the table is empty: nothing is
+	// left running, failed or waiting. Every job ran, each attempt at most once.
+	runs := chaosRuns(b)
+	lost := 0
+	for _, id := range enqueued {
+		if len(runs[id]) == 0 {
+			lost++
+		}
+	}
+	if len(runs) != jobs {
+		t.Errorf("chaos_runs holds %d jobs, want the %d enqueued", len(runs), jobs)
+	}
+	lockLost := out.ids("event " + string(EventLockLost))
+	var duplicates, txDuplicates, unexplained int
+	for id, rs := range runs {
+		attempts := map[int]bool{}
+		for _, r := range rs {
+			if attempts[r.attempt] {
+				t.Errorf("job %s: attempt %d ran twice", id, r.attempt)
+			}
+			attempts[r.attempt] = true
+		}
+		if len(rs) == 1 {
+			continue
+		}
+		duplicates++
+		if rs[0].tx {
+			txDuplicates++
+			t.Errorf("job %s completed in the transaction of its run has %d runs: %v", id, len(rs), rs)
+		}
+		killedRun := slices.ContainsFunc(rs, func(r chaosRun) bool { return killedPIDs[r.pid] })
+		if !(inFlight[id] && killedRun) && !lockLost[id] {
+			unexplained++
+			t.Errorf("job %s ran %d times, but no killed process held it and no worker lost its lock: %v", id, len(rs), rs)
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d jobs never ran", lost)
+	}
+	bound := kills * 2 * concurrency // a process holds up to Concurrency running jobs, and as many awaiting the completer
+	if len(inFlight) > bound {
+		t.Errorf("killed processes held %d jobs, more than the bound %d", len(inFlight), bound)
+	}
+	t.Logf("chaos killed-workers: jobs=%d procs=%d concurrency=%d kills=%d lost=%d in-flight-at-kill=%d duplicates=%d (tx=%d, bound %d) lock-lost=%d unexplained=%d elapsed=%s",
+		jobs, procs, concurrency, kills, lost, len(inFlight), duplicates, txDuplicates, bound,
+		len(lockLost), unexplained, elapsed.Round(time.Millisecond))
+}
+
+// chaosSnapshot returns every row of pgqueue_jobs as text, in id order.
+func chaosSnapshot(b *bundle) string {
+	b.t.Helper()
+	var s string
+	err := b.pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(concat_ws('|', id, status, attempt,
+		lock_token, lock_until, locked_by, run_at, attempted_at, finished_at, errors::text, payload::text), E'\n' ORDER BY id), '')
+		FROM pgqueue_jobs`).Scan(&s)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return s
+}
+
+// A worker process is frozen with SIGSTOP while it holds jobs (a stand-in for a network
+// partition) for longer than its LockDuration; another process takes the jobs back and completes
+// them. When the frozen process is continued, the contexts of its handlers are cancelled with
+// ErrLockLost and its late outcomes are fenced off: no job is completed twice and no row changes.
+// A late handler's own effect is committed again only if it is made outside the transaction that
+// completes the job: with Job.CompleteTx, never.
+func TestChaosFrozenWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	createChaosRuns(b)
+	q := newQueue[chaosJob](t, b.client, "chaos")
+	// Wait jobs wait for their context in the frozen process; the others work late, on waking.
+	kinds := []chaosJob{{Wait: true}, {Wait: true, Tx: true}, {}, {Tx: true}}
+	var payloads []chaosJob
+	for range 3 {
+		payloads = append(payloads, kinds...)
+	}
+	ids, err := q.EnqueueMany(t.Context(), payloads, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := map[ulid.ULID]chaosJob{}
+	for i, id := range ids {
+		kind[id] = payloads[i]
+	}
+
+	out := &chaosOutput{}
+	settings := chaosSettings{concurrency: 2 * len(ids), lock: time.Second, poll: 100 * time.Millisecond, keep: true}
+	holding := settings
+	holding.hold = true
+	frozen := startChaos(t, b, out, holding)
+	waitFor(t, 30*time.Second, "the first worker to start every job", func() bool {
+		return len(out.ids("started")) == len(ids)
+	})
+	if held := heldBy(b, frozen.id); len(held) != len(ids) {
+		t.Fatalf("the first worker holds %d jobs, want %d", len(held), len(ids))
+	}
+
+	frozen.signal(t, syscall.SIGSTOP)
+	frozenAt := time.Now()
+	waitFor(t, 30*time.Second, "the frozen worker's leases to run out", func() bool {
+		return b.count("status = 'running' AND locked_by = $1 AND lock_until < now()", frozen.id) == len(ids)
+	})
+	rescuer := startChaos(t, b, out, settings)
+	waitFor(t, 30*time.Second, "the other worker to take every job back and complete it", func() bool {
+		return b.count("status = 'completed'") == len(ids)
+	})
+	if n := b.count(`status = 'completed' AND attempt = 2 AND jsonb_array_length(errors) = 1
+		AND errors->0->>'error' LIKE '%lock expired%' || $1::text || '%'`, frozen.id); n != len(ids) {
+		t.Fatalf("%d of %d jobs were completed by the second attempt after a rescue", n, len(ids))
+	}
+	before := chaosSnapshot(b)
+	runsBefore := chaosRuns(b)
+
+	frozen.signal(t, syscall.SIGCONT)
+	frozenFor := time.Since(frozenAt)
+	waitFor(t, 30*time.Second, "the woken worker to give up every job", func() bool {
+		lost, cancelled, finished := out.ids("event "+string(EventLockLost)), out.ids("cancelled"), out.ids("finished")
+		for _, id := range ids {
+			if !lost[id] || (kind[id].Wait && !cancelled[id]) || (!kind[id].Wait && !finished[id]) {
+				return false
+			}
+		}
+		return true
+	})
+	frozen.stop(t)
+	rescuer.stop(t)
+
+	// Fencing: the late outcomes changed no row.
+	if after := chaosSnapshot(b); after != before {
+		t.Errorf("the woken worker changed jobs completed by another:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	runs := chaosRuns(b)
+	cancelled, lateEffects := 0, 0
+	for _, id := range ids {
+		k := kind[id]
+		switch {
+		case k.Wait:
+			if !out.has(frozen.pid, "cancelled "+id.String()+" lock-lost") {
+				t.Errorf("job %s: the handler's context did not end with ErrLockLost", id)
+			} else {
+				cancelled++
+			}
+		case k.Tx:
+			if !out.has(frozen.pid, "finished "+id.String()+" not-held") {
+				t.Errorf("job %s: CompleteTx in the woken worker did not fail with ErrNotHeld", id)
+			}
+		default:
+			if !out.has(frozen.pid, "finished "+id.String()+" ok") {
+				t.Errorf("job %s: the woken worker's late work did not go through", id)
+			}
+		}
+		// Every job's effect was committed once by the rescuer's attempt 2; only a late handler
+		// recording its run outside the completing transaction adds another, of attempt 1.
+		want := []chaosRun{{pid: rescuer.pid, attempt: 2, tx: k.Tx}}
+		if !k.Wait && !k.Tx {
+			want = append(want, chaosRun{pid: frozen.pid, attempt: 1})
+			lateEffects++
+		}
+		if !slices.Equal(runsBefore[id], want[:1]) || !slices.Equal(runs[id], want) {
+			t.Errorf("job %s (%+v): runs %v, want %v", id, k, runs[id], want)
+		}
+	}
+	waits := len(ids) / len(kinds) * 2
+	t.Logf("chaos frozen-worker: jobs=%d lock=%s frozen-for=%s ctx-cancelled=%d/%d late-completions-applied=0 tx-effects-doubled=0 non-tx-late-effects=%d",
+		len(ids), settings.lock, frozenFor.Round(time.Millisecond), cancelled, waits, lateEffects)
+}
