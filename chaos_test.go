@@ -482,3 +482,230 @@ func TestChaosFrozenWorker(t *testing.T) {
 	t.Logf("chaos frozen-worker: jobs=%d lock=%s frozen-for=%s ctx-cancelled=%d/%d late-completions-applied=0 tx-effects-doubled=0 non-tx-late-effects=%d",
 		len(ids), settings.lock, frozenFor.Round(time.Millisecond), cancelled, waits, lateEffects)
 }
+
+// latencies records, per job payload, when it was enqueued and when its handler started.
+type latencies struct {
+	mu                  sync.Mutex
+	enqueued, startedAt map[int]time.Time
+}
+
+func newLatencies() *latencies {
+	return &latencies{enqueued: map[int]time.Time{}, startedAt: map[int]time.Time{}}
+}
+
+func (l *latencies) enqueue(i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.enqueued[i] = time.Now()
+}
+
+func (l *latencies) start(i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.startedAt[i]; !ok {
+		l.startedAt[i] = time.Now()
+	}
+}
+
+func (l *latencies) started(i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.startedAt[i]
+	return ok
+}
+
+// of returns the wait (enqueue to start) of the jobs from..to-1, sorted.
+func (l *latencies) of(from, to int) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ds []time.Duration
+	for i := from; i < to; i++ {
+		ds = append(ds, l.startedAt[i].Sub(l.enqueued[i]))
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+// quantile returns the q-quantile of sorted durations.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+// The listener's connection is killed again and again with pg_terminate_backend, found the way
+// an operator would find it (pg_stat_activity), while jobs are enqueued all along. With the
+// safety-net poll at 30 s, no job waits for it: jobs announced while the listener was away are
+// picked up when it reconnects. Once the kills stop, wake-ups are as quick as before.
+func TestChaosListenerKilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "listen-chaos")
+	const poll = 30 * time.Second
+	lat := newLatencies()
+	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		lat.start(job.Payload)
+		return nil
+	}, &WorkerOptions{PollInterval: poll, Concurrency: 4})
+	startWorker(t, w)
+	workerStarted := time.Now()
+	waitListening(t, b.client, 1)
+
+	// A steady stream of enqueues while the listener is being killed.
+	stopEnqueue := make(chan struct{})
+	var enqueuer sync.WaitGroup
+	var enqueued int
+	enqueuer.Go(func() {
+		for ; ; enqueued++ {
+			select {
+			case <-stopEnqueue:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			lat.enqueue(enqueued)
+			if _, err := q.Enqueue(context.Background(), enqueued, nil); err != nil {
+				t.Errorf("enqueue: %v", err)
+				return
+			}
+		}
+	})
+
+	const kills = 10
+	for k := range kills {
+		sessions := b.client.listener.sessions.Load()
+		var killed int
+		err := b.pool.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+			FROM pg_stat_activity WHERE query = 'LISTEN ' || quote_ident(left('pgqueue.' || $1, 63))`,
+			b.schema).Scan(&killed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if killed != 1 {
+			t.Fatalf("kill %d: terminated %d listening backends, want 1", k+1, killed)
+		}
+		waitListening(t, b.client, sessions+1)
+		// Sometimes at once, before anything was enqueued on the new connection.
+		time.Sleep(rand.N(300 * time.Millisecond))
+	}
+	close(stopEnqueue)
+	enqueuer.Wait()
+	during := enqueued
+	waitFor(t, poll/2, "every job enqueued during the kills to start", func() bool {
+		for i := range during {
+			if !lat.started(i) {
+				return false
+			}
+		}
+		return true
+	})
+
+	// After the last reconnect: enqueues one at a time, each picked up by its wake-up.
+	const after = 20
+	for i := during; i < during+after; i++ {
+		lat.enqueue(i)
+		if _, err := q.Enqueue(t.Context(), i, nil); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "a job enqueued after the kills to start", func() bool { return lat.started(i) })
+	}
+	if time.Since(workerStarted) >= poll {
+		t.Fatalf("the test ran past the worker's first poll (%s): the waits prove nothing", poll)
+	}
+	d, a := lat.of(0, during), lat.of(during, during+after)
+	t.Logf("chaos listener-killed: kills=%d poll=%s jobs=%d wait p50=%s p99=%s max=%s; after the kills: jobs=%d wait p50=%s max=%s",
+		kills, poll, during, quantile(d, 0.5).Round(10*time.Microsecond), quantile(d, 0.99).Round(10*time.Microsecond),
+		d[len(d)-1].Round(10*time.Microsecond), after, quantile(a, 0.5).Round(10*time.Microsecond), a[len(a)-1].Round(10*time.Microsecond))
+}
+
+// A worker of concurrency 50 on a pool of 2 connections, whose handlers use the same pool
+// (queries, and transactions that complete their job with CompleteTx), while enqueues go through
+// that pool too: nothing deadlocks, every job runs once and completes.
+func TestChaosPoolStarvation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	createChaosRuns(b)
+	small := newPool(t, b.schema, 2)
+	client, err := NewClient(small, &Config{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[int](t, client, "starved")
+	const insert = "INSERT INTO chaos_runs (job_id, pid, attempt, tx) VALUES ($1, 0, $2, $3)"
+	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		switch job.Payload % 3 {
+		case 0:
+			_, err := small.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, false)
+			return err
+		case 1:
+			var runs int
+			if err := small.QueryRow(ctx, "SELECT count(*) FROM chaos_runs WHERE job_id = $1", [16]byte(job.ID)).Scan(&runs); err != nil {
+				return err
+			}
+			_, err := small.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, false)
+			return err
+		default:
+			tx, err := small.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, err := tx.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, true); err != nil {
+				return err
+			}
+			if err := job.CompleteTx(ctx, tx); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}
+	}, &WorkerOptions{Concurrency: 50})
+	began := time.Now()
+	stop := startWorker(t, w)
+
+	// Enqueue through the starved pool while the worker runs: in batches, and one at a time.
+	const batches, batch, singles = 4, 450, 200
+	var ids []ulid.ULID
+	for k := range batches {
+		payloads := make([]int, batch)
+		for i := range payloads {
+			payloads[i] = k*batch + i
+		}
+		got, err := q.EnqueueMany(t.Context(), payloads, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+		for i := range singles / batches {
+			job, err := q.Enqueue(t.Context(), batches*batch+k*singles/batches+i, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, job.ID)
+		}
+	}
+	jobs := len(ids)
+
+	deadline := time.Now().Add(2 * time.Minute)
+	for b.count("true") > 0 {
+		if time.Now().After(deadline) {
+			s := small.Stat()
+			t.Fatalf("deadlock? %d of %d jobs left after 2 minutes; pool: %d of %d connections acquired, %d idle",
+				b.count("true"), jobs, s.AcquiredConns(), s.MaxConns(), s.IdleConns())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(began)
+	stop()
+
+	runs := chaosRuns(b)
+	for _, id := range ids {
+		if len(runs[id]) != 1 {
+			t.Errorf("job %s ran %d times, want once: %v", id, len(runs[id]), runs[id])
+		}
+	}
+	if len(runs) != jobs {
+		t.Errorf("chaos_runs holds %d jobs, want %d", len(runs), jobs)
+	}
+	s := small.Stat()
+	t.Logf("chaos pool-starvation: jobs=%d max-conns=%d concurrency=50 elapsed=%s acquires=%d waited=%d (%.0f%%) wait-total=%s",
+		jobs, s.MaxConns(), elapsed.Round(time.Millisecond), s.AcquireCount(), s.EmptyAcquireCount(),
+		100*float64(s.EmptyAcquireCount())/float64(s.AcquireCount()), s.EmptyAcquireWaitTime().Round(time.Millisecond))
+}
