@@ -709,3 +709,54 @@ func TestChaosPoolStarvation(t *testing.T) {
 		jobs, s.MaxConns(), elapsed.Round(time.Millisecond), s.AcquireCount(), s.EmptyAcquireCount(),
 		100*float64(s.EmptyAcquireCount())/float64(s.AcquireCount()), s.EmptyAcquireWaitTime().Round(time.Millisecond))
 }
+
+// A handler completes its job with CompleteTx, but the transaction rolls back (its commit failed,
+// say), and the handler goes on working for several LockDurations. The job is still the
+// handler's: its lease must be kept, and the job must not run a second time.
+func TestChaosCompleteTxRolledBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "rollback")
+	job, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lock = 600 * time.Millisecond
+	var mu sync.Mutex
+	var attempts []int
+	ev := newEvents()
+	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		mu.Lock()
+		attempts = append(attempts, job.Attempt)
+		mu.Unlock()
+		if job.Attempt == 1 {
+			tx, err := b.pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if err := job.CompleteTx(ctx, tx); err != nil {
+				_ = tx.Rollback(ctx)
+				return err
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				return err
+			}
+		}
+		if !sleepCtx(ctx, 4*lock) {
+			return context.Cause(ctx)
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 2, LockDuration: lock, PollInterval: 50 * time.Millisecond, OnEvent: ev.on})
+	startWorker(t, w)
+	if done := ev.next(t, EventCompleted); done.JobID != job.ID || done.Attempt != 1 {
+		t.Fatalf("completed event = %+v, want attempt 1 of job %s", done, job.ID)
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs left after the job completed", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(attempts, []int{1}) {
+		t.Fatalf("the job ran attempts %v, want only attempt 1: its lease was not kept after the rollback", attempts)
+	}
+}

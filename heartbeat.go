@@ -37,14 +37,21 @@ func (e *engine) heartbeatLoop(ctx context.Context) {
 // touch disjoint rows.
 func (e *engine) heartbeat(ctx context.Context) {
 	e.mu.Lock()
-	var running []*activeJob
+	var running, completedInTx []*activeJob
 	for _, j := range e.jobs {
-		// A job completed in the handler's transaction may have no row any more.
-		if j.state == stateRunning && !j.completedInTx.Load() {
+		switch {
+		case j.state != stateRunning:
+		case j.completedInTx.Load():
+			// Its row may be gone, or locked by the handler's transaction: extended apart.
+			completedInTx = append(completedInTx, j)
+		default:
 			running = append(running, j)
 		}
 	}
 	e.mu.Unlock()
+	if len(completedInTx) > 0 {
+		e.extendCompletedInTx(ctx, completedInTx)
+	}
 	if len(running) == 0 {
 		return
 	}
@@ -89,6 +96,40 @@ func (e *engine) heartbeat(ctx context.Context) {
 	if len(gone) > 0 {
 		e.giveUp(qctx, gone)
 	}
+}
+
+// extendCompletedInTx extends the leases of running jobs that their handlers completed in a
+// transaction of their own (Job.CompleteTx), without waiting for rows that such a transaction
+// still locks. A job whose transaction committed needs no lease any more; one whose transaction
+// rolled back is the handler's again, and without this its lease would run out while the handler
+// runs, and another worker would run it a second time. A job the statement does not return is
+// neither extended nor given up: the completer settles it when its handler returns.
+func (e *engine) extendCompletedInTx(ctx context.Context, jobs []*activeJob) {
+	ids, tokens := make([][16]byte, len(jobs)), make([][16]byte, len(jobs))
+	for i, j := range jobs {
+		ids[i], tokens[i] = j.id, j.token
+	}
+	qctx, cancel := context.WithTimeout(ctx, e.opts.HeartbeatInterval)
+	defer cancel()
+	sent := time.Now()
+	rows, err := e.c.pool.Query(qctx, heartbeatUnlockedSQL, ids, tokens, e.opts.LockDuration.Milliseconds())
+	var extended []ulid.ULID
+	if err == nil {
+		extended, err = pgx.CollectRows(rows, scanID)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			e.reportError("pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
+		}
+		return
+	}
+	e.mu.Lock()
+	for _, id := range extended {
+		if j := e.jobs[id]; j != nil {
+			j.leaseEnd = sent.Add(e.opts.LockDuration)
+		}
+	}
+	e.mu.Unlock()
 }
 
 // giveUp abandons running jobs whose lock is gone: cancelled ones with ErrCancelled, the others

@@ -36,6 +36,8 @@ var (
 	failSQL string
 	//go:embed sql/heartbeat.sql
 	heartbeatSQL string
+	//go:embed sql/heartbeat_unlocked.sql
+	heartbeatUnlockedSQL string
 	//go:embed sql/job.sql
 	jobSQL string
 	//go:embed sql/list_available.sql
