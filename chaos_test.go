@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -758,5 +759,72 @@ func TestChaosCompleteTxRolledBack(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(attempts, []int{1}) {
 		t.Fatalf("the job ran attempts %v, want only attempt 1: its lease was not kept after the rollback", attempts)
+	}
+}
+
+// A running job's lease runs out in the database and the job is taken back before its worker
+// notices (as when its heartbeats are held up while its claims go through), and the same worker
+// claims the job again. The worker then holds two attempts of one job: the older one has lost its
+// lock and its handler's context must end with ErrLockLost; the newer one runs and completes.
+func TestChaosWorkerReclaimsItsOwnLostJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "reclaim")
+	started := make(chan int, 10)
+	cause := make(chan error, 1)
+	release := make(chan struct{})
+	ev := newEvents()
+	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		started <- job.Attempt
+		if job.Attempt == 1 {
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return ctx.Err()
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}, &WorkerOptions{
+		// A free slot to claim the job again, and no heartbeat before that has happened.
+		Concurrency: 2, LockDuration: 4 * time.Second, HeartbeatInterval: 2 * time.Second,
+		PollInterval: 50 * time.Millisecond, OnEvent: ev.on,
+	})
+	startWorker(t, w)
+	// The listener's first connection makes the worker check its leases at once; let that pass.
+	waitListening(t, b.client, 1)
+	ev.next(t, EventDrained)
+	job, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := receive(t, started, 10*time.Second, "the first attempt to start"); a != 1 {
+		t.Fatalf("attempt %d started, want 1", a)
+	}
+	// Taken back, as a rescue does once the lease has run out; the worker's next poll claims it.
+	b.exec(`UPDATE pgqueue_jobs SET status = 'available', lock_token = NULL, lock_until = NULL, locked_by = NULL
+		WHERE id = $1`, [16]byte(job.ID))
+	if a := receive(t, started, 10*time.Second, "the worker to claim the job again"); a != 2 {
+		t.Fatalf("attempt %d started, want 2", a)
+	}
+	if got := receive(t, cause, 10*time.Second, "the first attempt's context to end"); !errors.Is(got, ErrLockLost) {
+		t.Fatalf("the first attempt's context ended with %v, want ErrLockLost", got)
+	}
+	if lost := ev.next(t, EventLockLost); lost.JobID != job.ID || lost.Attempt != 1 {
+		t.Fatalf("lock lost event = %+v, want attempt 1", lost)
+	}
+	close(release)
+	if done := ev.next(t, EventCompleted); done.JobID != job.ID || done.Attempt != 2 {
+		t.Fatalf("completed event = %+v, want attempt 2", done)
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs left after the job completed", n)
+	}
+	select {
+	case a := <-started:
+		t.Fatalf("attempt %d started, after the job completed", a)
+	default:
 	}
 }

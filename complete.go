@@ -201,7 +201,10 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 	e.report(ctx, batch, results)
 	e.mu.Lock()
 	for _, o := range batch {
-		delete(e.jobs, o.job.id)
+		// Unless the job was claimed again meanwhile: then the entry is its newer attempt.
+		if e.jobs[o.job.id] == o.job {
+			delete(e.jobs, o.job.id)
+		}
 	}
 	e.mu.Unlock()
 	signal(e.freed)

@@ -83,13 +83,16 @@ func (e *engine) heartbeat(ctx context.Context) {
 	for _, id := range held {
 		stillHeld[id] = true
 	}
-	var gone [][16]byte
+	var gone []*activeJob
 	e.mu.Lock()
-	for _, id := range ids {
-		if j := e.jobs[id]; j != nil && j.state == stateRunning && !stillHeld[id] && !j.completedInTx.Load() {
-			gone = append(gone, id)
-		} else if stillHeld[id] && j != nil {
+	for _, j := range running {
+		switch {
+		case e.jobs[j.id] != j:
+			// Settled or given up meanwhile, or claimed again: the entry is a newer attempt.
+		case stillHeld[j.id]:
 			j.leaseEnd = sent.Add(e.opts.LockDuration)
+		case j.state == stateRunning && !j.completedInTx.Load():
+			gone = append(gone, j)
 		}
 	}
 	e.mu.Unlock()
@@ -124,8 +127,8 @@ func (e *engine) extendCompletedInTx(ctx context.Context, jobs []*activeJob) {
 		return
 	}
 	e.mu.Lock()
-	for _, id := range extended {
-		if j := e.jobs[id]; j != nil {
+	for _, j := range jobs {
+		if slices.Contains(extended, j.id) && e.jobs[j.id] == j {
 			j.leaseEnd = sent.Add(e.opts.LockDuration)
 		}
 	}
@@ -134,7 +137,11 @@ func (e *engine) extendCompletedInTx(ctx context.Context, jobs []*activeJob) {
 
 // giveUp abandons running jobs whose lock is gone: cancelled ones with ErrCancelled, the others
 // (taken back after their lease ran out, re-claimed, deleted) with ErrLockLost.
-func (e *engine) giveUp(ctx context.Context, ids [][16]byte) {
+func (e *engine) giveUp(ctx context.Context, jobs []*activeJob) {
+	ids := make([][16]byte, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.id
+	}
 	cancelled := map[ulid.ULID]bool{}
 	rows, err := e.c.pool.Query(ctx, lostStatusSQL, ids)
 	if err == nil {
@@ -150,12 +157,11 @@ func (e *engine) giveUp(ctx context.Context, ids [][16]byte) {
 	}
 	var lost, stopped []*activeJob
 	e.mu.Lock()
-	for _, id := range ids {
-		j := e.jobs[id]
-		if j == nil || j.state != stateRunning || j.completedInTx.Load() {
+	for _, j := range jobs {
+		if e.jobs[j.id] != j || j.state != stateRunning || j.completedInTx.Load() {
 			continue
 		}
-		if cancelled[id] {
+		if cancelled[j.id] {
 			stopped = append(stopped, e.abandon(j, ErrCancelled))
 		} else {
 			lost = append(lost, e.abandon(j, ErrLockLost))

@@ -505,9 +505,14 @@ func (e *engine) start(jobBase context.Context, rows []*jobRow, leaseEnd time.Ti
 		return cmp.Or(cmp.Compare(b.priority, a.priority), a.id.Compare(b.id))
 	})
 	now := time.Now()
+	var lost []*activeJob
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	for _, r := range rows {
+		if old := e.jobs[r.id]; old != nil && old.state == stateRunning {
+			// This worker still runs an older attempt of the job: its lease ran out and the job
+			// was taken back before a heartbeat noticed. That attempt has lost its lock.
+			lost = append(lost, e.abandon(old, ErrLockLost))
+		}
 		ctx, cancel := context.WithCancelCause(jobBase)
 		var deadline time.Time
 		if e.opts.JobTimeout > 0 {
@@ -534,6 +539,8 @@ func (e *engine) start(jobBase context.Context, rows []*jobRow, leaseEnd time.Ti
 		e.handlers.Add(1)
 		go e.runJob(ctx, j, r)
 	}
+	e.mu.Unlock()
+	e.reportLost(lost)
 }
 
 // giveUpOverdue gives up handlers still running ShutdownTimeout after their JobTimeout: their
