@@ -403,9 +403,12 @@ func TestChaosFrozenWorker(t *testing.T) {
 	}
 
 	out := &chaosOutput{}
-	settings := chaosSettings{concurrency: 2 * len(ids), lock: time.Second, poll: 100 * time.Millisecond, keep: true}
-	holding := settings
-	holding.hold = true
+	// The frozen worker's lease is short, so that the freeze need not be long; the rescuer's is
+	// long, so that a loaded machine cannot make it lose the jobs in turn.
+	holding := chaosSettings{concurrency: 2 * len(ids), lock: 2 * time.Second, poll: 100 * time.Millisecond,
+		keep: true, hold: true}
+	rescuing := holding
+	rescuing.lock, rescuing.hold = 10*time.Second, false
 	frozen := startChaos(t, b, out, holding)
 	waitFor(t, 30*time.Second, "the first worker to start every job", func() bool {
 		return len(out.ids("started")) == len(ids)
@@ -419,13 +422,13 @@ func TestChaosFrozenWorker(t *testing.T) {
 	waitFor(t, 30*time.Second, "the frozen worker's leases to run out", func() bool {
 		return b.count("status = 'running' AND locked_by = $1 AND lock_until < now()", frozen.id) == len(ids)
 	})
-	rescuer := startChaos(t, b, out, settings)
+	rescuer := startChaos(t, b, out, rescuing)
 	waitFor(t, 30*time.Second, "the other worker to take every job back and complete it", func() bool {
 		return b.count("status = 'completed'") == len(ids)
 	})
 	if n := b.count(`status = 'completed' AND attempt = 2 AND jsonb_array_length(errors) = 1
 		AND errors->0->>'error' LIKE '%lock expired%' || $1::text || '%'`, frozen.id); n != len(ids) {
-		t.Fatalf("%d of %d jobs were completed by the second attempt after a rescue", n, len(ids))
+		t.Fatalf("%d of %d jobs were completed by the second attempt after a rescue:\n%s", n, len(ids), chaosSnapshot(b))
 	}
 	before := chaosSnapshot(b)
 	runsBefore := chaosRuns(b)
@@ -481,7 +484,7 @@ func TestChaosFrozenWorker(t *testing.T) {
 	}
 	waits := len(ids) / len(kinds) * 2
 	t.Logf("chaos frozen-worker: jobs=%d lock=%s frozen-for=%s ctx-cancelled=%d/%d late-completions-applied=0 tx-effects-doubled=0 non-tx-late-effects=%d",
-		len(ids), settings.lock, frozenFor.Round(time.Millisecond), cancelled, waits, lateEffects)
+		len(ids), holding.lock, frozenFor.Round(time.Millisecond), cancelled, waits, lateEffects)
 }
 
 // latencies records, per job payload, when it was enqueued and when its handler started.
