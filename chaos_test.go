@@ -733,7 +733,7 @@ func TestChaosCompleteTxRolledBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const lock = 600 * time.Millisecond
+	const lock = 2 * time.Second
 	var mu sync.Mutex
 	var attempts []int
 	ev := newEvents()
@@ -754,7 +754,7 @@ func TestChaosCompleteTxRolledBack(t *testing.T) {
 				return err
 			}
 		}
-		if !sleepCtx(ctx, 4*lock) {
+		if !sleepCtx(ctx, 5*lock/2) {
 			return context.Cause(ctx)
 		}
 		return nil

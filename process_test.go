@@ -66,7 +66,7 @@ func helperWorker() int {
 		fmt.Printf("started %s\n", job.ID)
 		<-ctx.Done()
 		return ctx.Err()
-	}, &WorkerOptions{LockDuration: 500 * time.Millisecond, PollInterval: 50 * time.Millisecond})
+	}, &WorkerOptions{LockDuration: 2 * time.Second, PollInterval: 50 * time.Millisecond})
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
