@@ -295,8 +295,18 @@ func TestChaosKilledWorkers(t *testing.T) {
 		waitSlowly(t, 2*time.Minute, fmt.Sprintf("%d jobs to be done", point), func() bool {
 			return jobs-b.count("true") >= point
 		})
-		time.Sleep(rand.N(20 * time.Millisecond))
+		// A random one of the processes that hold jobs (a replacement may still be starting).
+		var busy []int
+		for i, w := range workers {
+			if len(heldBy(b, w.id)) > 0 {
+				busy = append(busy, i)
+			}
+		}
 		i := rand.IntN(procs)
+		if len(busy) > 0 {
+			i = busy[rand.IntN(len(busy))]
+		}
+		time.Sleep(rand.N(20 * time.Millisecond))
 		victim := workers[i]
 		victim.kill(t)
 		killedPIDs[victim.pid] = true
