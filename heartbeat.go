@@ -38,6 +38,7 @@ func (e *engine) heartbeatLoop(ctx context.Context) {
 func (e *engine) heartbeat(ctx context.Context) {
 	e.mu.Lock()
 	var running, completedInTx []*activeJob
+	var firstLeaseEnd time.Time
 	for _, j := range e.jobs {
 		switch {
 		case j.state != stateRunning:
@@ -46,6 +47,9 @@ func (e *engine) heartbeat(ctx context.Context) {
 			completedInTx = append(completedInTx, j)
 		default:
 			running = append(running, j)
+			if firstLeaseEnd.IsZero() || j.leaseEnd.Before(firstLeaseEnd) {
+				firstLeaseEnd = j.leaseEnd
+			}
 		}
 	}
 	e.mu.Unlock()
@@ -63,7 +67,9 @@ func (e *engine) heartbeat(ctx context.Context) {
 		ids[i], tokens[i] = j.id, j.token
 	}
 
-	qctx, cancel := context.WithTimeout(ctx, e.opts.HeartbeatInterval)
+	// A slow heartbeat is given until the first of these leases runs out (and at least an
+	// interval): cutting it off sooner would only give up jobs whose leases still hold.
+	qctx, cancel := context.WithTimeout(ctx, max(e.opts.HeartbeatInterval, time.Until(firstLeaseEnd)))
 	defer cancel()
 	sent := time.Now()
 	rows, err := e.c.pool.Query(qctx, heartbeatSQL, ids, tokens, e.opts.LockDuration.Milliseconds())
