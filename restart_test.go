@@ -78,7 +78,7 @@ func TestPostgresRestart(t *testing.T) {
 	stream := newQueue[int64](t, client, "stream")
 	probe := newQueue[int](t, client, "probe")
 
-	var workerErrors atomic.Int64
+	var workerErrors, retried atomic.Int64 // EventError; attempts failed by the outage (EventRetrying)
 	opts := &WorkerOptions{
 		Concurrency: 4,
 		// Longer than an outage, so that leases survive it: a worker that lost contact for a
@@ -87,8 +87,11 @@ func TestPostgresRestart(t *testing.T) {
 		PollInterval: noPoll, // only NOTIFY (and its reconnects) can wake the workers
 		RetryBackoff: Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		OnEvent: func(ev Event) {
-			if ev.Kind == EventError {
+			switch ev.Kind {
+			case EventError:
 				workerErrors.Add(1)
+			case EventRetrying:
+				retried.Add(1)
 			}
 		},
 	}
@@ -128,7 +131,7 @@ func TestPostgresRestart(t *testing.T) {
 		// Work is under way: jobs run, and keep running after the previous restart.
 		base := done()
 		waitFor(t, 30*time.Second, fmt.Sprintf("jobs to run before restart %d", round), func() bool {
-			return done() >= base+200
+			return done() >= base+100
 		})
 		sessions := client.listener.sessions.Load()
 		took := pg.restart("fast")
@@ -159,7 +162,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	// And the stream goes on after the last restart.
 	base := done()
-	waitFor(t, 30*time.Second, "jobs to run after the last restart", func() bool { return done() >= base+200 })
+	waitFor(t, 30*time.Second, "jobs to run after the last restart", func() bool { return done() >= base+100 })
 	stopProducing()
 	producing.Wait()
 
@@ -215,9 +218,9 @@ func TestPostgresRestart(t *testing.T) {
 		kinds[enqueueErrorKind(err)]++
 	}
 	t.Logf("chaos postgres-restart: restarts=%d jobs=%d enqueue_errors=%d (connect=%d shutdown=%d other=%d) "+
-		"lost=%d duplicates=%d refused_but_ran=%d worker_errors=%d listener_back_max=%s probe_wake_max=%s",
+		"lost=%d duplicates=%d refused_but_ran=%d retried=%d worker_errors=%d listener_back_max=%s probe_wake_max=%s",
 		restartRounds, accepted, len(producer.refused), kinds["connect"], kinds["shutdown"], kinds["other"],
-		lost, duplicates, refusedButRan, workerErrors.Load(),
+		lost, duplicates, refusedButRan, retried.Load(), workerErrors.Load(),
 		maxReconnect.Round(time.Millisecond), maxWake.Round(time.Microsecond))
 	for _, err := range producer.refused {
 		if enqueueErrorKind(err) == "other" {
