@@ -61,6 +61,21 @@ func (p *restartProducer) counts() (accepted, refused int) {
 // and the listener come back by themselves, without polling.
 func TestPostgresRestart(t *testing.T) {
 	t.Parallel()
+	testRestarts(t, "fast", noPoll)
+}
+
+// The same with crashes (pg_ctl restart -m immediate: the server is killed and recovers from
+// its WAL): no accepted job is lost either. A claim whose answer died with the server leaves its
+// jobs running with no worker on them; they are taken back once their lease has run out, at a
+// worker's next poll, so the stream's workers poll here (the probe's worker still never does).
+func TestPostgresCrashRestart(t *testing.T) {
+	t.Parallel()
+	testRestarts(t, "immediate", time.Second)
+}
+
+// testRestarts runs the restart scenario: restartRounds restarts in pg_ctl's mode, with the
+// stream's workers polling every poll.
+func testRestarts(t *testing.T, mode string, poll time.Duration) {
 	pg := startPostgres(t)
 	pool := pg.newPool(20)
 	migrate(t, pool)
@@ -84,7 +99,7 @@ func TestPostgresRestart(t *testing.T) {
 		// Longer than an outage, so that leases survive it: a worker that lost contact for a
 		// second keeps its jobs.
 		LockDuration: 10 * time.Second,
-		PollInterval: noPoll, // only NOTIFY (and its reconnects) can wake the workers
+		PollInterval: poll, // noPoll: only NOTIFY (and its reconnects) can wake the workers
 		RetryBackoff: Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		OnEvent: func(ev Event) {
 			switch ev.Kind {
@@ -134,7 +149,7 @@ func TestPostgresRestart(t *testing.T) {
 			return done() >= base+100
 		})
 		sessions := client.listener.sessions.Load()
-		took := pg.restart("fast")
+		took := pg.restart(mode)
 		restarted := time.Now()
 		waitFor(t, 30*time.Second, "the listener to reconnect", func() bool {
 			return client.listener.sessions.Load() > sessions && client.listener.pid.Load() != 0
@@ -217,9 +232,9 @@ func TestPostgresRestart(t *testing.T) {
 	for _, err := range producer.refused {
 		kinds[enqueueErrorKind(err)]++
 	}
-	t.Logf("chaos postgres-restart: restarts=%d jobs=%d enqueue_errors=%d (connect=%d shutdown=%d other=%d) "+
+	t.Logf("chaos postgres-restart: mode=%s restarts=%d jobs=%d enqueue_errors=%d (connect=%d shutdown=%d other=%d) "+
 		"lost=%d duplicates=%d refused_but_ran=%d retried=%d worker_errors=%d listener_back_max=%s probe_wake_max=%s",
-		restartRounds, accepted, len(producer.refused), kinds["connect"], kinds["shutdown"], kinds["other"],
+		mode, restartRounds, accepted, len(producer.refused), kinds["connect"], kinds["shutdown"], kinds["other"],
 		lost, duplicates, refusedButRan, retried.Load(), workerErrors.Load(),
 		maxReconnect.Round(time.Millisecond), maxWake.Round(time.Microsecond))
 	for _, err := range producer.refused {
