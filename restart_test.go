@@ -66,11 +66,11 @@ func TestPostgresRestart(t *testing.T) {
 
 // The same with crashes (pg_ctl restart -m immediate: the server is killed and recovers from
 // its WAL): no accepted job is lost either. A claim whose answer died with the server leaves its
-// jobs running with no worker on them; they are taken back once their lease has run out, at a
-// worker's next poll, so the stream's workers poll here (the probe's worker still never does).
+// jobs running with no worker on them; the worker whose claim failed takes them back once their
+// lease has run out, without a poll.
 func TestPostgresCrashRestart(t *testing.T) {
 	t.Parallel()
-	testRestarts(t, "immediate", time.Second)
+	testRestarts(t, "immediate", noPoll)
 }
 
 // testRestarts runs the restart scenario: restartRounds restarts in pg_ctl's mode, with the

@@ -205,6 +205,7 @@ type engine struct {
 	freed       chan struct{} // a handler returned, or outcomes were settled
 	settle      chan struct{} // outcomes are waiting
 	checkLeases chan struct{} // heartbeat now: the listener reconnected
+	reconnected chan struct{} // the listener reconnected: the database is back
 	handlers    sync.WaitGroup
 }
 
@@ -264,6 +265,7 @@ func newEngine(c *Client, queue string, opts WorkerOptions, exec func(context.Co
 		freed:       make(chan struct{}, 1),
 		settle:      make(chan struct{}, 1),
 		checkLeases: make(chan struct{}, 1),
+		reconnected: make(chan struct{}, 1),
 	}
 }
 
@@ -333,6 +335,11 @@ func (e *engine) fetchLoop(ctx context.Context, jobBase context.Context) {
 	due := time.NewTimer(time.Hour)
 	due.Stop()
 	defer due.Stop()
+	// After a failed claim: its jobs may be locked to this worker with no answer received, and
+	// are taken back once their lease has run out, whatever the poll interval.
+	unanswered := time.NewTimer(time.Hour)
+	unanswered.Stop()
+	defer unanswered.Stop()
 
 	claimWanted, promoteWanted, rescueWanted := true, true, true
 	queueEmpty, drainPending := false, true
@@ -350,8 +357,18 @@ func (e *engine) fetchLoop(ctx context.Context, jobBase context.Context) {
 			if err != nil {
 				failures++
 				e.reportError("pgqueue: fetch jobs", err)
-				if !sleepCtx(ctx, retryDelay(failures)) {
+				if limit > 0 {
+					unanswered.Reset(e.opts.LockDuration)
+				}
+				// Retry after a back-off, or as soon as the listener is back: so is the database.
+				pause := time.NewTimer(retryDelay(failures))
+				select {
+				case <-ctx.Done():
+					pause.Stop()
 					return
+				case <-pause.C:
+				case <-e.reconnected:
+					pause.Stop()
 				}
 				continue
 			}
@@ -406,6 +423,8 @@ func (e *engine) fetchLoop(ctx context.Context, jobBase context.Context) {
 			promoteWanted = true
 		case <-poll.C:
 			claimWanted, promoteWanted, rescueWanted = true, true, true
+		case <-unanswered.C:
+			claimWanted, rescueWanted = true, true
 		case <-e.freed:
 		}
 	}
@@ -649,6 +668,7 @@ func (e *engine) call(ctx context.Context, r *jobRow, j *activeJob) (err error) 
 func (e *engine) onMessage(m message) {
 	if m.kind == msgResync {
 		signal(e.checkLeases)
+		signal(e.reconnected)
 		return
 	}
 	if m.kind != msgCancelled {
