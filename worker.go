@@ -64,7 +64,8 @@ type WorkerOptions struct {
 	HeartbeatInterval time.Duration
 
 	// PollInterval is how often an idle worker looks for work, and takes back expired leases,
-	// without being woken. Wake-ups come through LISTEN/NOTIFY, so this is only a safety net.
+	// without being woken. Wake-ups come through LISTEN/NOTIFY, so this is only a safety net. A
+	// worker whose claim failed also looks for expired leases one LockDuration later.
 	// Defaults to PollIntervalDefault, or PollIntervalPooledDefault for a client that does not
 	// listen.
 	PollInterval time.Duration
