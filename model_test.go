@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -497,4 +498,131 @@ func describeJob(j *modelJob, place map[ulid.ULID]int) string {
 		p = -1
 	}
 	return describeEntry(j.id, j.status, p, j.attempt, j.priority, j.payload, j.maxAttempts, j.key)
+}
+
+// TestUnstorableValuesRejected checks that values Postgres cannot store are refused with
+// ErrInvalidOption before anything is written, by every enqueue path and by Job.Update, rather
+// than failing inside the database (which would also poison the caller's transaction): text
+// with U+0000 or invalid UTF-8, run times outside the years 1 to 9999, and JSON that jsonb
+// refuses (\u0000, unpaired surrogates).
+func TestUnstorableValuesRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[json.RawMessage](t, b.client, "unstorable")
+	strs := newQueue[string](t, b.client, "unstorable-strings")
+
+	if _, err := NewClient(b.pool, &Config{ID: "worker\x00one"}); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewClient with U+0000 in Config.ID = %v, want ErrInvalidOption", err)
+	}
+	if _, err := NewClient(b.pool, &Config{ID: "worker\xffone"}); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewClient with invalid UTF-8 in Config.ID = %v, want ErrInvalidOption", err)
+	}
+
+	badOpts := map[string]*EnqueueOptions{
+		"key with U+0000":      {UniqueKey: "a\x00b"},
+		"key not UTF-8":        {UniqueKey: "a\xc3"},
+		"run at year 10000":    {RunAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at year 300000":   {RunAt: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at year 0":        {RunAt: time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC)},
+		"run at year -5000":    {RunAt: time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at year 1e9 BC":   {RunAt: time.Date(-1e9, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at year 1e9 AD":   {RunAt: time.Date(1e9, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at max time.Time": {RunAt: time.Unix(1<<62, 0)},
+	}
+	badPayloads := map[string]json.RawMessage{
+		"NUL escape":             json.RawMessage(`{"a":"x\u0000y"}`),
+		"NUL escape in a key":    json.RawMessage(`{"\u0000":1}`),
+		"lone high surrogate":    json.RawMessage(`["\ud800"]`),
+		"lone low surrogate":     json.RawMessage(`"\udc00"`),
+		"high then not low":      json.RawMessage(`"\ud800\u0041"`),
+		"high then end":          json.RawMessage(`"a\ud83d"`),
+		"high then plain":        json.RawMessage(`"\ud83dx"`),
+		"high then other escape": json.RawMessage(`"\ud83d\n"`),
+	}
+	good := json.RawMessage(`{"ok":true}`)
+	try := func(what string, payload json.RawMessage, opts *EnqueueOptions) {
+		t.Helper()
+		if _, err := q.Enqueue(ctx, payload, opts); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: Enqueue = %v, want ErrInvalidOption", what, err)
+		}
+		if _, err := q.EnqueueMany(ctx, []json.RawMessage{good, payload}, opts); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: EnqueueMany = %v, want ErrInvalidOption", what, err)
+		}
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := q.EnqueueTx(ctx, tx, payload, opts); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: EnqueueTx = %v, want ErrInvalidOption", what, err)
+		}
+		// The caller's transaction is still usable.
+		if _, err := q.EnqueueTx(ctx, tx, good, nil); err != nil {
+			t.Errorf("%s: EnqueueTx after a refused one: %v", what, err)
+		}
+	}
+	for what, opts := range badOpts {
+		try(what, good, opts)
+	}
+	for what, payload := range badPayloads {
+		try(what, payload, nil)
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs written by refused enqueues", n)
+	}
+
+	// Go strings with U+0000 are refused too; invalid UTF-8 is replaced by encoding/json.
+	if _, err := strs.Enqueue(ctx, "nul\x00inside", nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("Enqueue of a string with U+0000 = %v, want ErrInvalidOption", err)
+	}
+
+	// Stored as given, at the edges of what is accepted.
+	edges := []time.Time{
+		time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC),
+	}
+	for _, at := range edges {
+		job, err := q.Enqueue(ctx, good, &EnqueueOptions{RunAt: at})
+		if err != nil {
+			t.Fatalf("Enqueue at %s: %v", at, err)
+		}
+		e, err := q.Job(ctx, job.ID)
+		if err != nil || !e.RunAt.Equal(at) {
+			t.Fatalf("job at %s reads back as %v, %v", at, e, err)
+		}
+	}
+	// Escapes jsonb accepts round-trip: a surrogate pair, an escaped backslash before "u0000".
+	for _, raw := range []string{`"\ud83d\ude00"`, `"\\u0000"`, `"\\\ud83d\ude00"`} {
+		job, err := q.Enqueue(ctx, json.RawMessage(raw), nil)
+		if err != nil {
+			t.Fatalf("Enqueue %s: %v", raw, err)
+		}
+		e, err := q.Job(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got string
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(e.Payload, &got); err != nil || got != want {
+			t.Fatalf("payload %s read back as %s (%v)", raw, e.Payload, err)
+		}
+	}
+
+	// Job.Update refuses them as well, and the job keeps its payload.
+	upd := newQueue[json.RawMessage](t, b.client, "unstorable-update")
+	if _, err := upd.Enqueue(ctx, good, nil); err != nil {
+		t.Fatal(err)
+	}
+	updated := make(chan error, 1)
+	w := upd.NewWorker(func(ctx context.Context, job *Job[json.RawMessage]) error {
+		updated <- job.Update(ctx, badPayloads["NUL escape"])
+		return nil
+	}, &WorkerOptions{Concurrency: 1})
+	startWorker(t, w)
+	if err := receive(t, updated, 30*time.Second, "Update"); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("Update with U+0000 = %v, want ErrInvalidOption", err)
+	}
 }

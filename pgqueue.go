@@ -12,9 +12,13 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -33,7 +37,7 @@ const (
 // Config configures a Client. A nil or zero Config is valid: every field has a default.
 type Config struct {
 	// ID names this client in pgqueue_jobs.locked_by, so operators can tell which process holds
-	// a job. At most 255 bytes. Defaults to "<hostname>-<pid>-<random>".
+	// a job. At most 255 bytes of UTF-8, without U+0000. Defaults to "<hostname>-<pid>-<random>".
 	ID string
 
 	// Logger receives the client's and its workers' diagnostics (never payloads or connection
@@ -130,6 +134,9 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	if len(c.ID) > 255 {
 		return invalidf("Config.ID is %d bytes long, more than 255", len(c.ID))
+	}
+	if !storableText(c.ID) {
+		return invalidf("Config.ID is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
 	}
 	if c.MaxPayloadBytes < 0 {
 		return invalidf("Config.MaxPayloadBytes %d is negative", c.MaxPayloadBytes)
@@ -294,7 +301,8 @@ type EnqueueOptions struct {
 	// priority run in the order they were enqueued. From -2^31+1 to 2^31-1. Defaults to 0.
 	Priority int
 
-	// RunAt delays the job until this time. Exclusive with Delay. Defaults to now.
+	// RunAt delays the job until this time, which must lie within the years 1 to 9999. Exclusive
+	// with Delay. Defaults to now.
 	RunAt time.Time
 
 	// Delay delays the job by this long, measured by the database clock. Exclusive with RunAt.
@@ -312,7 +320,8 @@ type EnqueueOptions struct {
 	// UniqueKey, if set, makes the job unique among the queue's live (scheduled, available or
 	// running) jobs: while one with this key is live, enqueuing another returns that one, with
 	// Job.Duplicate set, and inserts nothing; also under concurrent enqueues and inside
-	// transactions. At most 255 bytes. Not accepted by EnqueueMany. Defaults to none.
+	// transactions. At most 255 bytes of UTF-8, without U+0000. Not accepted by EnqueueMany.
+	// Defaults to none.
 	UniqueKey string
 
 	// RepeatCount is how many more times the job runs after its first successful run: each
@@ -358,8 +367,12 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 		return p, invalidf("MaxAttempts %d is out of range (0 for the default, up to 2^31-1)", o.MaxAttempts)
 	case o.RetryDelay < 0:
 		return p, invalidf("RetryDelay %s is negative", o.RetryDelay)
+	case !o.RunAt.IsZero() && (o.RunAt.Before(minRunAt) || !o.RunAt.Before(maxRunAt)):
+		return p, invalidf("RunAt %s is outside years 1 to 9999", o.RunAt.UTC().Format(time.RFC3339))
 	case len(o.UniqueKey) > 255:
 		return p, invalidf("UniqueKey is %d bytes long, more than 255", len(o.UniqueKey))
+	case !storableText(o.UniqueKey):
+		return p, invalidf("UniqueKey is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
 	case o.RepeatCount < RepeatForever || o.RepeatCount > math.MaxInt32:
 		return p, invalidf("RepeatCount %d is out of range (RepeatForever, 0, or up to 2^31-1)", o.RepeatCount)
 	case o.RepeatEvery < 0:
@@ -387,10 +400,26 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 	return p, nil
 }
 
-// encodePayload marshals a payload to JSON and checks its size against cfg.
+// The range of EnqueueOptions.RunAt: Postgres stores far wider, but encoding a time as JSON (the
+// listing cursors do) and as microseconds (pgx does) both break down beyond these years.
+var (
+	minRunAt = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
+	maxRunAt = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// storableText reports whether s fits a Postgres text column: valid UTF-8 without NUL bytes.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// encodePayload marshals a payload to JSON and checks its size against cfg, and that jsonb can
+// store it.
 func encodePayload[T any](cfg Config, queue string, payload T) ([]byte, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
+		return nil, fmt.Errorf("pgqueue: encode payload for queue %s: %w", queue, err)
+	}
+	if err := checkJSONBEscapes(b); err != nil {
 		return nil, fmt.Errorf("pgqueue: encode payload for queue %s: %w", queue, err)
 	}
 	if len(b) > cfg.MaxPayloadBytes {
@@ -598,4 +627,56 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 		return nil, fmt.Errorf("pgqueue: enqueue many to %s: notify: %w", q.name, err)
 	}
 	return ids, nil
+}
+
+// checkJSONBEscapes reports the escapes of a valid JSON document that Postgres' jsonb refuses:
+// \u0000 (jsonb strings are text, which cannot hold U+0000) and UTF-16 surrogates that do not
+// form a pair. encoding/json emits neither for Go strings, but a json.RawMessage or a
+// json.Marshaler may carry them.
+func checkJSONBEscapes(doc []byte) error {
+	inString := false
+	pendingHigh := false // the previous escape was a high surrogate, which needs a low one
+	for i := 0; i < len(doc); i++ {
+		c := doc[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		if c != '\\' {
+			if pendingHigh {
+				return invalidf("payload JSON has an unpaired UTF-16 surrogate escape, which jsonb refuses")
+			}
+			inString = c != '"'
+			continue
+		}
+		i++
+		if i >= len(doc) || doc[i] != 'u' {
+			if pendingHigh {
+				return invalidf("payload JSON has an unpaired UTF-16 surrogate escape, which jsonb refuses")
+			}
+			continue
+		}
+		if i+4 >= len(doc) {
+			return invalidf("payload JSON ends inside an escape")
+		}
+		v, err := strconv.ParseUint(string(doc[i+1:i+5]), 16, 16)
+		if err != nil {
+			return invalidf("payload JSON has an invalid \\u escape")
+		}
+		i += 4
+		r := rune(v)
+		switch {
+		case r == 0:
+			return invalidf("payload contains U+0000 (JSON \\u0000), which Postgres jsonb cannot store")
+		case pendingHigh && (r < 0xDC00 || r > 0xDFFF):
+			return invalidf("payload JSON has an unpaired UTF-16 surrogate escape, which jsonb refuses")
+		case pendingHigh:
+			pendingHigh = false
+		case r >= 0xD800 && r <= 0xDBFF:
+			pendingHigh = true
+		case utf16.IsSurrogate(r):
+			return invalidf("payload JSON has an unpaired UTF-16 surrogate escape, which jsonb refuses")
+		}
+	}
+	return nil
 }
