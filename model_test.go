@@ -504,7 +504,7 @@ func describeJob(j *modelJob, place map[ulid.ULID]int) string {
 // ErrInvalidOption before anything is written, by every enqueue path and by Job.Update, rather
 // than failing inside the database (which would also poison the caller's transaction): text
 // with U+0000 or invalid UTF-8, run times outside the years 1 to 9999, and JSON that jsonb
-// refuses (\u0000, unpaired surrogates).
+// refuses (not UTF-8, \u0000, unpaired surrogates, numbers beyond numeric).
 func TestUnstorableValuesRejected(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -539,6 +539,10 @@ func TestUnstorableValuesRejected(t *testing.T) {
 		"high then end":          json.RawMessage(`"a\ud83d"`),
 		"high then plain":        json.RawMessage(`"\ud83dx"`),
 		"high then other escape": json.RawMessage(`"\ud83d\n"`),
+		"not UTF-8":              json.RawMessage("\"\xff\""),
+		"too many digits":        json.RawMessage(`1e131072`),
+		"too many decimals":      json.RawMessage(`[1.5e-16383]`),
+		"exponent out of range":  json.RawMessage(`{"n":0e1073741823}`),
 	}
 	good := json.RawMessage(`{"ok":true}`)
 	try := func(what string, payload json.RawMessage, opts *EnqueueOptions) {
@@ -593,7 +597,8 @@ func TestUnstorableValuesRejected(t *testing.T) {
 		}
 	}
 	// Escapes jsonb accepts round-trip: a surrogate pair, an escaped backslash before "u0000".
-	for _, raw := range []string{`"\ud83d\ude00"`, `"\\u0000"`, `"\\\ud83d\ude00"`} {
+	// So do numbers at the edges of numeric.
+	for _, raw := range []string{`"\ud83d\ude00"`, `"\\u0000"`, `"\\\ud83d\ude00"`, `1e131071`, `-1e-16383`, `0e999999`} {
 		job, err := q.Enqueue(ctx, json.RawMessage(raw), nil)
 		if err != nil {
 			t.Fatalf("Enqueue %s: %v", raw, err)
@@ -602,12 +607,8 @@ func TestUnstorableValuesRejected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want, got string
-		if err := json.Unmarshal([]byte(raw), &want); err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(e.Payload, &got); err != nil || got != want {
-			t.Fatalf("payload %s read back as %s (%v)", raw, e.Payload, err)
+		if d := jsonDiff(decodeJSON(t, []byte(raw)), decodeJSON(t, e.Payload)); d != "" {
+			t.Fatalf("payload %s read back as %.80s…: %s", raw, e.Payload, d)
 		}
 	}
 
