@@ -273,12 +273,15 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 			return tx.Commit(ctx)
 		case "run until cancelled":
-			started <- struct{}{}
+			select {
+			case started <- struct{}{}:
+			default:
+			}
 			<-ctx.Done()
 			return context.Cause(ctx)
 		}
 		return nil
-	}, &WorkerOptions{Concurrency: 1, LockDuration: 600 * time.Millisecond, PollInterval: 100 * time.Millisecond, OnEvent: evs.on})
+	}, &WorkerOptions{Concurrency: 1, LockDuration: 1500 * time.Millisecond, PollInterval: 100 * time.Millisecond, OnEvent: evs.on})
 	startWorker(t, w)
 	outcomes := map[string]EventKind{}
 	for len(outcomes) < 6 {
@@ -291,7 +294,7 @@ func TestLeastPrivilege(t *testing.T) {
 				outcomes[ev.JobID.String()] = ev.Kind
 			}
 		case <-started:
-			time.Sleep(time.Second) // heartbeats keep the lease of 600 ms
+			time.Sleep(2 * time.Second) // heartbeats keep the lease of 1.5 s
 			must("Cancel running", q.Cancel(ctx, running.ID))
 			outcomes[running.ID.String()] = EventCancelled
 		case <-time.After(30 * time.Second):
