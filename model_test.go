@@ -25,7 +25,8 @@ import (
 //
 // Workers run one job per "work" step, deterministically: a worker of concurrency 1 is started,
 // its handler hands the claimed job to the test, the worker's context is ended (so it claims
-// nothing more), and only then is the handler told what to return. Every delay is an hour or
+// nothing more), the queue is compared with the model while the job runs, and only then is the
+// handler told what to return (or the job cancelled or deleted under it). Every delay is an hour or
 // more, so no scheduled job falls due during a run, and no lease runs out.
 
 // modelJob is the model's view of one job.
@@ -190,7 +191,8 @@ func TestModel(t *testing.T) {
 				}
 			},
 			"work": func(rt *rapid.T) {
-				outcome := rapid.SampledFrom([]string{"complete", "fail", "permanent", "snooze0", "snooze1h", "shutdown"}).Draw(rt, "outcome")
+				outcome := rapid.SampledFrom([]string{"complete", "fail", "permanent", "snooze0", "snooze1h", "shutdown",
+					"cancel", "deleteCancel"}).Draw(rt, "outcome")
 				modelWork(rt, q, m, outcome)
 			},
 			"pause": func(rt *rapid.T) {
@@ -298,7 +300,10 @@ func modelWork(rt *rapid.T, q *Queue[int], m *queueModel, outcome string) {
 	rt.Helper()
 	handed := make(chan handedJob)
 	evs := newEvents()
-	opts := &WorkerOptions{Concurrency: 1, ShutdownTimeout: time.Minute, OnEvent: evs.on}
+	// Heartbeats often, so that a cancellation whose notification the listener missed (it may
+	// still be connecting) is found soon all the same.
+	opts := &WorkerOptions{Concurrency: 1, ShutdownTimeout: time.Minute, HeartbeatInterval: 500 * time.Millisecond,
+		OnEvent: evs.on}
 	if outcome == "shutdown" {
 		opts.ShutdownTimeout = 20 * time.Millisecond
 	}
@@ -333,8 +338,8 @@ wait:
 			rt.Fatalf("the worker neither ran a job nor reported drained within 30s")
 		}
 	}
-	cancel() // no further claims
 	if got.job == nil {
+		cancel()
 		if err := <-done; err != nil {
 			rt.Fatalf("Run: %v", err)
 		}
@@ -344,25 +349,40 @@ wait:
 		return
 	}
 	if want == nil {
+		cancel()
 		got.reply <- func(context.Context) error { return nil }
 		<-done
 		rt.Fatalf("the worker ran job %s, want none (paused %v)", got.job.ID, m.paused)
 	}
 	if got.job.ID != want.id || got.job.Payload != want.payload || got.job.Attempt != want.attempt+1 {
+		cancel()
 		got.reply <- func(context.Context) error { return nil }
 		<-done
 		rt.Fatalf("the worker ran job %s (payload %d, attempt %d), want %s (payload %d, attempt %d)",
 			got.job.ID, got.job.Payload, got.job.Attempt, want.id, want.payload, want.attempt+1)
 	}
 
+	// While it runs: place 0 in the listing, and refused by Retry and by Delete without Cancel.
+	// The worker, its only slot taken, claims nothing meanwhile.
+	want.status, want.attempt = StatusRunning, want.attempt+1
+	checkModel(rt, q, m)
+	checkErr(rt, "Retry of a running job", q.Retry(context.Background(), want.id), ErrJobRunning)
+	checkErr(rt, "Delete of a running job", q.Delete(context.Background(), want.id, nil), ErrJobRunning)
+	cancel() // the worker stops claiming, and waits for its handler
+
 	var wantEvent EventKind
+	causes := make(chan error, 1)
+	untilCancelled := func(ctx context.Context) error {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}
 	switch outcome {
 	case "complete":
 		got.reply <- func(context.Context) error { return nil }
-		want.status, want.attempt, wantEvent = StatusCompleted, want.attempt+1, EventCompleted
+		want.status, wantEvent = StatusCompleted, EventCompleted
 	case "fail":
 		got.reply <- func(context.Context) error { return errors.New("fail") }
-		want.attempt++
 		if want.attempt >= want.maxAttempts {
 			want.status, wantEvent = StatusFailed, EventFailed
 		} else {
@@ -371,39 +391,66 @@ wait:
 		}
 	case "permanent":
 		got.reply <- func(context.Context) error { return Permanent(errors.New("no")) }
-		want.status, want.attempt, wantEvent = StatusFailed, want.attempt+1, EventFailed
+		want.status, wantEvent = StatusFailed, EventFailed
 	case "snooze0":
 		got.reply <- func(context.Context) error { return Snooze(0) }
-		wantEvent = EventSnoozed
+		want.status, want.attempt, wantEvent = StatusAvailable, want.attempt-1, EventSnoozed
 	case "snooze1h":
 		got.reply <- func(context.Context) error { return Snooze(time.Hour) }
 		m.schedule(want, time.Hour)
-		wantEvent = EventSnoozed
+		want.attempt, wantEvent = want.attempt-1, EventSnoozed
 	case "shutdown":
 		// The handler outlives the grace period; the job is handed back uncharged, with no
 		// event: it was neither snoozed nor failed.
-		got.reply <- func(ctx context.Context) error {
-			<-ctx.Done()
-			return ctx.Err()
-		}
+		got.reply <- untilCancelled
+		want.status, want.attempt = StatusAvailable, want.attempt-1
+	case "cancel":
+		got.reply <- untilCancelled
+		checkErr(rt, "Cancel of a running job", q.Cancel(context.Background(), want.id), nil)
+		want.status, wantEvent = StatusCancelled, EventCancelled
+	case "deleteCancel":
+		got.reply <- untilCancelled
+		checkErr(rt, "Delete with Cancel of a running job", q.Delete(context.Background(), want.id, &DeleteOptions{Cancel: true}), nil)
+		delete(m.jobs, want.id)
+		wantEvent = EventCancelled
 	}
 	if err := <-done; err != nil {
 		rt.Fatalf("Run: %v", err)
 	}
+	if len(causes) > 0 {
+		wantCause := ErrCancelled
+		if outcome == "shutdown" {
+			wantCause = ErrShutdown
+		}
+		cause := <-causes
+		// A deleted job has no row left to say it was cancelled: a heartbeat that comes before the
+		// notification reports the lock lost (ErrLockLost covers rows deleted under a handler).
+		deletedFirst := outcome == "deleteCancel" && errors.Is(cause, ErrLockLost)
+		if deletedFirst {
+			wantEvent = EventLockLost
+		}
+		if !errors.Is(cause, wantCause) && !deletedFirst {
+			rt.Fatalf("outcome %s: the handler's context ended with %v, want %v", outcome, cause, wantCause)
+		}
+	}
 	var kinds []EventKind
+	var errs []error
 	for len(evs.ch) > 0 {
-		if ev := <-evs.ch; ev.Kind != EventDrained {
+		// EventError reports a statement that timed out or failed (a busy machine can delay a
+		// heartbeat); the worker retries, and the comparison with the model checks the outcome.
+		if ev := <-evs.ch; ev.Kind != EventDrained && ev.Kind != EventError {
 			kinds = append(kinds, ev.Kind)
+			errs = append(errs, ev.Err)
 		}
 	}
 	if wantEvent == "" && len(kinds) != 0 || wantEvent != "" && !slices.Equal(kinds, []EventKind{wantEvent}) {
-		rt.Fatalf("outcome %s: events %v, want [%s]", outcome, kinds, wantEvent)
+		rt.Fatalf("outcome %s: events %v (errors %v), want [%s]", outcome, kinds, errs, wantEvent)
 	}
 }
 
 // checkModel compares the queue, read through the public API, with the model: the listing of
-// every job (waiting ones in run order, with their places; nothing runs between steps), a look-up
-// of a few jobs (deleted ones included), and the counts.
+// every job (running ones, then waiting ones in run order, with their places), a look-up of a few
+// jobs (deleted ones included), and the counts.
 func checkModel(rt *rapid.T, q *Queue[int], m *queueModel) {
 	rt.Helper()
 	ctx := context.Background()
@@ -412,11 +459,22 @@ func checkModel(rt *rapid.T, q *Queue[int], m *queueModel) {
 	if err != nil {
 		rt.Fatalf("Jobs: %v", err)
 	}
-	line := m.line()
+	var running []*modelJob
+	for _, j := range m.jobs {
+		if j.status == StatusRunning {
+			running = append(running, j)
+		}
+	}
+	slices.SortFunc(running, func(a, b *modelJob) int { return a.id.Compare(b.id) })
 	place := map[ulid.ULID]int{}
+	for _, j := range running {
+		place[j.id] = 0
+	}
+	line := m.line()
 	for i, j := range line {
 		place[j.id] = i + 1
 	}
+	line = append(running, line...)
 	var got, want []string
 	for _, e := range page.Jobs {
 		got = append(got, describeEntry(e.ID, e.Status, e.Place, e.Attempt, e.Priority, e.Payload, e.MaxAttempts, e.UniqueKey))
