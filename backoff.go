@@ -1,6 +1,7 @@
 package pgqueue
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -49,7 +50,7 @@ func (b Backoff) validate() error {
 		return invalidf("Backoff.Initial %s is negative", b.Initial)
 	case b.Max < b.Initial:
 		return invalidf("Backoff.Max %s is below Backoff.Initial %s", b.Max, b.Initial)
-	case b.Jitter > 1:
+	case !(b.Jitter <= 1): // NaN too
 		return invalidf("Backoff.Jitter %g is above 1", b.Jitter)
 	}
 	return nil
@@ -67,7 +68,12 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	}
 	d = min(d, b.Max)
 	if b.Jitter > 0 {
-		d = time.Duration(float64(d) * (1 + b.Jitter*(2*rand.Float64()-1)))
+		f := float64(d) * (1 + b.Jitter*(2*rand.Float64()-1))
+		if f >= math.MaxInt64 {
+			// Converting a float beyond int64 gives no defined result (0 after max, in practice).
+			return math.MaxInt64
+		}
+		d = time.Duration(f)
 	}
 	return max(d, 0)
 }

@@ -12,9 +12,13 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -33,7 +37,7 @@ const (
 // Config configures a Client. A nil or zero Config is valid: every field has a default.
 type Config struct {
 	// ID names this client in pgqueue_jobs.locked_by, so operators can tell which process holds
-	// a job. At most 255 bytes. Defaults to "<hostname>-<pid>-<random>".
+	// a job. At most 255 bytes of UTF-8, without U+0000. Defaults to "<hostname>-<pid>-<random>".
 	ID string
 
 	// Logger receives the client's and its workers' diagnostics (never payloads or connection
@@ -130,6 +134,9 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	if len(c.ID) > 255 {
 		return invalidf("Config.ID is %d bytes long, more than 255", len(c.ID))
+	}
+	if !storableText(c.ID) {
+		return invalidf("Config.ID is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
 	}
 	if c.MaxPayloadBytes < 0 {
 		return invalidf("Config.MaxPayloadBytes %d is negative", c.MaxPayloadBytes)
@@ -294,7 +301,8 @@ type EnqueueOptions struct {
 	// priority run in the order they were enqueued. From -2^31+1 to 2^31-1. Defaults to 0.
 	Priority int
 
-	// RunAt delays the job until this time. Exclusive with Delay. Defaults to now.
+	// RunAt delays the job until this time, which must lie within the years 1 to 9999. Exclusive
+	// with Delay. Defaults to now.
 	RunAt time.Time
 
 	// Delay delays the job by this long, measured by the database clock. Exclusive with RunAt.
@@ -312,7 +320,8 @@ type EnqueueOptions struct {
 	// UniqueKey, if set, makes the job unique among the queue's live (scheduled, available or
 	// running) jobs: while one with this key is live, enqueuing another returns that one, with
 	// Job.Duplicate set, and inserts nothing; also under concurrent enqueues and inside
-	// transactions. At most 255 bytes. Not accepted by EnqueueMany. Defaults to none.
+	// transactions. At most 255 bytes of UTF-8, without U+0000. Not accepted by EnqueueMany.
+	// Defaults to none.
 	UniqueKey string
 
 	// RepeatCount is how many more times the job runs after its first successful run: each
@@ -358,8 +367,12 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 		return p, invalidf("MaxAttempts %d is out of range (0 for the default, up to 2^31-1)", o.MaxAttempts)
 	case o.RetryDelay < 0:
 		return p, invalidf("RetryDelay %s is negative", o.RetryDelay)
+	case !o.RunAt.IsZero() && (o.RunAt.Before(minRunAt) || !o.RunAt.Before(maxRunAt)):
+		return p, invalidf("RunAt %s is outside years 1 to 9999", o.RunAt.UTC().Format(time.RFC3339))
 	case len(o.UniqueKey) > 255:
 		return p, invalidf("UniqueKey is %d bytes long, more than 255", len(o.UniqueKey))
+	case !storableText(o.UniqueKey):
+		return p, invalidf("UniqueKey is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
 	case o.RepeatCount < RepeatForever || o.RepeatCount > math.MaxInt32:
 		return p, invalidf("RepeatCount %d is out of range (RepeatForever, 0, or up to 2^31-1)", o.RepeatCount)
 	case o.RepeatEvery < 0:
@@ -387,7 +400,20 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 	return p, nil
 }
 
-// encodePayload marshals a payload to JSON and checks its size against cfg.
+// The range of EnqueueOptions.RunAt: Postgres stores far wider, but encoding a time as JSON (the
+// listing cursors do) and as microseconds (pgx does) both break down beyond these years.
+var (
+	minRunAt = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
+	maxRunAt = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// storableText reports whether s fits a Postgres text column: valid UTF-8 without NUL bytes.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// encodePayload marshals a payload to JSON and checks its size against cfg, and that jsonb can
+// store it.
 func encodePayload[T any](cfg Config, queue string, payload T) ([]byte, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
@@ -396,6 +422,9 @@ func encodePayload[T any](cfg Config, queue string, payload T) ([]byte, error) {
 	if len(b) > cfg.MaxPayloadBytes {
 		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (Config.MaxPayloadBytes)",
 			ErrPayloadTooLarge, len(b), cfg.MaxPayloadBytes)
+	}
+	if err := checkJSONB(b); err != nil {
+		return nil, fmt.Errorf("pgqueue: encode payload for queue %s: %w", queue, err)
 	}
 	return b, nil
 }
@@ -598,4 +627,128 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 		return nil, fmt.Errorf("pgqueue: enqueue many to %s: notify: %w", q.name, err)
 	}
 	return ids, nil
+}
+
+// Limits of Postgres' numeric type, which stores jsonb numbers: decimal digits before and after
+// the point, and the exponent its parser accepts.
+const (
+	numericDigitsMax = 131072
+	numericScaleMax  = 16383
+	numericExpMax    = math.MaxInt32 / 2
+)
+
+// checkJSONB reports what Postgres' jsonb refuses in a valid JSON document, which encoding/json
+// lets through in a json.RawMessage or from a json.Marshaler: bytes that are not UTF-8, strings
+// with \u0000 (jsonb strings are text, which cannot hold U+0000) or with UTF-16 surrogates that
+// do not form a pair, and numbers beyond the range of numeric. encoding/json emits none of
+// these for Go strings and numbers.
+func checkJSONB(doc []byte) error {
+	if !utf8.Valid(doc) {
+		return invalidf("payload JSON is not valid UTF-8, which jsonb refuses")
+	}
+	for i := 0; i < len(doc); {
+		c := doc[i]
+		switch {
+		case c == '"':
+			n, err := checkJSONBString(doc[i:])
+			if err != nil {
+				return err
+			}
+			i += n
+		case c == '-' || c >= '0' && c <= '9':
+			j := i
+			for j < len(doc) && strings.IndexByte("+-.eE0123456789", doc[j]) >= 0 {
+				j++
+			}
+			if err := checkNumeric(string(doc[i:j])); err != nil {
+				return err
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return nil
+}
+
+// checkJSONBString checks the string that starts doc and returns its length, quotes included.
+func checkJSONBString(doc []byte) (int, error) {
+	pendingHigh := false // the previous escape was a high surrogate, which needs a low one next
+	for i := 1; i < len(doc); i++ {
+		c := doc[i]
+		if c != '\\' {
+			if pendingHigh {
+				return 0, errUnpairedSurrogate()
+			}
+			if c == '"' {
+				return i + 1, nil
+			}
+			continue
+		}
+		i++
+		if i >= len(doc) || doc[i] != 'u' {
+			if pendingHigh {
+				return 0, errUnpairedSurrogate()
+			}
+			continue
+		}
+		if i+4 >= len(doc) {
+			return 0, invalidf("payload JSON ends inside an escape")
+		}
+		v, err := strconv.ParseUint(string(doc[i+1:i+5]), 16, 16)
+		if err != nil {
+			return 0, invalidf("payload JSON has an invalid \\u escape")
+		}
+		i += 4
+		r := rune(v)
+		switch {
+		case r == 0:
+			return 0, invalidf("payload contains U+0000 (JSON \\u0000), which Postgres jsonb cannot store")
+		case pendingHigh && (r < 0xDC00 || r > 0xDFFF):
+			return 0, errUnpairedSurrogate()
+		case pendingHigh:
+			pendingHigh = false
+		case r >= 0xD800 && r <= 0xDBFF:
+			pendingHigh = true
+		case utf16.IsSurrogate(r):
+			return 0, errUnpairedSurrogate()
+		}
+	}
+	return 0, invalidf("payload JSON ends inside a string")
+}
+
+func errUnpairedSurrogate() error {
+	return invalidf("payload JSON has an unpaired UTF-16 surrogate escape, which jsonb refuses")
+}
+
+func errNumericOverflow() error {
+	return invalidf("payload JSON has a number beyond the range of Postgres numeric (jsonb)")
+}
+
+// checkNumeric reports a JSON number that Postgres' numeric cannot hold: more than
+// numericDigitsMax digits before the point or numericScaleMax after it, once the exponent is
+// applied, or an exponent its parser refuses.
+func checkNumeric(num string) error {
+	mantissa, expText, hasExp := strings.Cut(strings.ToLower(strings.TrimPrefix(num, "-")), "e")
+	exp := int64(0)
+	if hasExp {
+		var err error
+		if exp, err = strconv.ParseInt(expText, 10, 64); err != nil || exp >= numericExpMax || exp <= -numericExpMax {
+			return errNumericOverflow()
+		}
+	}
+	intPart, frac, _ := strings.Cut(mantissa, ".")
+	if int64(len(frac))-exp > numericScaleMax {
+		return errNumericOverflow()
+	}
+	all := intPart + frac
+	significant := strings.TrimLeft(all, "0")
+	if significant == "" {
+		return nil // zero, whatever its exponent
+	}
+	leadingZeros := int64(len(all) - len(significant))
+	if int64(len(intPart))-leadingZeros+exp > numericDigitsMax {
+		return errNumericOverflow()
+	}
+	return nil
 }

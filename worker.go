@@ -642,7 +642,10 @@ func classify(j *activeJob, err, cause error, elapsed time.Duration) outcome {
 	case errors.As(err, &snooze):
 		o.kind, o.delay = outcomeRequeue, snooze.Delay
 	case errors.Is(cause, ErrShutdown):
-		o.kind = outcomeRequeue // interrupted by shutdown: back without charging the attempt
+		// Interrupted by shutdown: back without charging the attempt. Whatever the handler
+		// returned (usually the context's error) is dropped: with an error, the outcome would
+		// be reported as a snooze.
+		o.kind, o.err = outcomeRequeue, nil
 	default:
 		o.kind = outcomeFailed
 		o.final = errors.As(err, &permanent) || j.attempt >= j.maxAttempts

@@ -15,7 +15,7 @@ WITH back AS (
     WHERE j.id = r.id AND j.lock_token = r.lock_token
     RETURNING j.id, j.status, j.run_at
 ), notified AS (
-    SELECT pg_notify(left('pgqueue.' || current_schema(), 63), 'a ' || $4::text)
+    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, 'a ' || $4::text)
     WHERE EXISTS (SELECT 1 FROM back WHERE status = 'available')
 )
 SELECT back.id, back.status, back.run_at FROM back, (SELECT count(*) FROM notified) AS n

@@ -1,0 +1,575 @@
+package pgqueue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// TestHostileSchemaName runs pgqueue in a schema whose name holds quotes, spaces, a semicolon,
+// an attempted injection, upper case and non-ASCII letters, long enough that its LISTEN/NOTIFY
+// channel ("pgqueue." and the schema) is longer than the 63 bytes Postgres allows a channel:
+// migrate, enqueue, wake an idle worker through NOTIFY, watch, pause, cancel. Nothing of the
+// name is ever executed: a canary table in the schema survives.
+func TestHostileSchemaName(t *testing.T) {
+	t.Parallel()
+	schema := `Q "x'; DROP TABLE canary; -- Ünïcödé Schéma ` + randomName("")
+	if len(schema) > 63 || len("pgqueue."+schema) <= 63 {
+		t.Fatalf("schema name of %d bytes: want one that fits 63 bytes while its channel does not", len(schema))
+	}
+	quoted := pgx.Identifier{schema}.Sanitize()
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, testDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+quoted); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), testDSN)
+		if err != nil {
+			t.Errorf("connect to drop schema: %v", err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA "+quoted+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	if _, err := admin.Exec(ctx, "CREATE TABLE "+quoted+".canary (x int); INSERT INTO "+quoted+".canary VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := pgxpool.ParseConfig(testDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = quoted
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	migrate(t, pool)
+	migrate(t, pool) // a second run finds its version table in the same schema
+	var tables int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'pgqueue%'`,
+		schema).Scan(&tables); err != nil || tables != 3 {
+		t.Fatalf("%d pgqueue tables in the schema (%v), want 3", tables, err)
+	}
+
+	client, err := NewClient(pool, &Config{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[string](t, client, "hostile")
+
+	// The worker polls once an hour: only NOTIFY on the schema's channel can wake it.
+	evs := newEvents()
+	ran := make(chan string, 10)
+	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		ran <- job.Payload
+		if job.Payload == "block" {
+			<-ctx.Done()
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 2, PollInterval: time.Hour, OnEvent: evs.on})
+	startWorker(t, w)
+	evs.next(t, EventDrained)
+	waitFor(t, 10*time.Second, "the listener to listen", func() bool { return client.listener.pid.Load() != 0 })
+	changes, err := q.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := receive(t, changes, 10*time.Second, "the first change"); c.Kind != ChangeResync {
+		t.Fatalf("first change %+v, want resync", c)
+	}
+
+	if _, err := q.Enqueue(ctx, "woken", nil); err != nil {
+		t.Fatalf("Enqueue in the hostile schema: %v", err)
+	}
+	if got := receive(t, ran, 10*time.Second, "the job woken by NOTIFY"); got != "woken" {
+		t.Fatalf("ran %q", got)
+	}
+	evs.next(t, EventCompleted)
+	if c := nextChange(t, changes, ChangeEnqueued); c.Queue != q.Name() {
+		t.Fatalf("watch reported %+v", c)
+	}
+
+	// Pause and resume reach the worker over the same channel.
+	if err := q.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nextChange(t, changes, ChangePaused)
+	if _, err := q.Enqueue(ctx, "after resume", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-ran:
+		t.Fatalf("the paused queue ran %q", p)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := q.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, ran, 10*time.Second, "the job after resume"); got != "after resume" {
+		t.Fatalf("ran %q", got)
+	}
+
+	// Cancelling a running job is told to its worker over the channel too.
+	job, err := q.Enqueue(ctx, "block", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, ran, 10*time.Second, "the blocking job"); got != "block" {
+		t.Fatalf("ran %q", got)
+	}
+	if err := q.Cancel(ctx, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ev := evs.next(t, EventCancelled); ev.JobID != job.ID {
+		t.Fatalf("cancelled %s, want %s", ev.JobID, job.ID)
+	}
+
+	var canary int
+	if err := admin.QueryRow(ctx, "SELECT x FROM "+quoted+".canary").Scan(&canary); err != nil || canary != 1 {
+		t.Fatalf("canary table: %d, %v", canary, err)
+	}
+}
+
+// leastPrivilegeGrants are the privileges a role needs to use pgqueue (enqueue, work, operate,
+// list, watch) in a schema migrated by another role, the owner. Migrate needs the owner.
+//
+//	GRANT USAGE ON SCHEMA <schema> TO <role>;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues TO <role>;
+const leastPrivilegeGrants = `GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
+GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues TO %[2]s`
+
+// TestLeastPrivilege uses pgqueue as a role that holds only leastPrivilegeGrants: every call an
+// application makes works, and Migrate fails.
+func TestLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	role := randomName("pgqueue_role_")
+	b.exec("CREATE ROLE " + pgx.Identifier{role}.Sanitize() + " LOGIN")
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), testDSN)
+		if err != nil {
+			t.Errorf("connect to drop role: %v", err)
+			return
+		}
+		defer conn.Close(context.Background())
+		r := pgx.Identifier{role}.Sanitize()
+		if _, err := conn.Exec(context.Background(), "DROP OWNED BY "+r+"; DROP ROLE "+r); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	b.exec(fmt.Sprintf(leastPrivilegeGrants, pgx.Identifier{b.schema}.Sanitize(), pgx.Identifier{role}.Sanitize()))
+
+	cfg, err := pgxpool.ParseConfig(testDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	cfg.ConnConfig.Password = ""
+	cfg.ConnConfig.RuntimeParams["search_path"] = b.schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var who string
+	if err := pool.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != role {
+		t.Fatalf("connected as %q (%v), want %q", who, err, role)
+	}
+
+	db := stdlib.OpenDBFromPool(pool)
+	err = Migrate(ctx, db)
+	_ = db.Close()
+	if err == nil {
+		t.Fatal("Migrate as a role without ownership succeeded")
+	}
+
+	client, err := NewClient(pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[string](t, client, "restricted")
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s as the restricted role: %v", what, err)
+		}
+	}
+
+	changes, err := q.Watch(ctx)
+	must("Watch", err)
+	nextChange(t, changes, ChangeResync)
+	must("Pause", q.Pause(ctx))
+	must("Resume", q.Resume(ctx))
+
+	ok, err := q.Enqueue(ctx, "ok", &EnqueueOptions{Priority: 3})
+	must("Enqueue", err)
+	unique, err := q.Enqueue(ctx, "unique", &EnqueueOptions{UniqueKey: "u"})
+	must("Enqueue unique", err)
+	dup, err := q.Enqueue(ctx, "unique", &EnqueueOptions{UniqueKey: "u"})
+	must("Enqueue duplicate", err)
+	if !dup.Duplicate {
+		t.Fatal("the second unique enqueue was not a duplicate")
+	}
+	_, err = q.EnqueueMany(ctx, []string{"many", "many"}, &EnqueueOptions{Delay: time.Hour})
+	must("EnqueueMany", err)
+	tx, err := pool.Begin(ctx)
+	must("Begin", err)
+	_, err = q.EnqueueTx(ctx, tx, "tx", &EnqueueOptions{Delay: time.Hour})
+	must("EnqueueTx", err)
+	_, err = q.EnqueueManyTx(ctx, tx, []string{"tx many"}, &EnqueueOptions{Delay: time.Hour})
+	must("EnqueueManyTx", err)
+	must("Commit", tx.Commit(ctx))
+	failing, err := q.Enqueue(ctx, "fail", &EnqueueOptions{MaxAttempts: 1})
+	must("Enqueue", err)
+	snoozing, err := q.Enqueue(ctx, "snooze", nil)
+	must("Enqueue", err)
+	intx, err := q.Enqueue(ctx, "complete in tx", nil)
+	must("Enqueue", err)
+	running, err := q.Enqueue(ctx, "run until cancelled", &EnqueueOptions{Priority: -1})
+	must("Enqueue", err)
+
+	// Work: complete, update, fail, snooze, complete in the handler's transaction, cancel a
+	// running job; heartbeats and rescue run meanwhile (short lease and poll).
+	evs := newEvents()
+	started := make(chan struct{}, 1)
+	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		switch job.Payload {
+		case "ok":
+			return job.Update(ctx, "ok, updated")
+		case "fail":
+			return errors.New("failed on purpose")
+		case "snooze":
+			return Snooze(time.Hour)
+		case "complete in tx":
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if err := job.CompleteTx(ctx, tx); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		case "run until cancelled":
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 1, LockDuration: 1500 * time.Millisecond, PollInterval: 100 * time.Millisecond, OnEvent: evs.on})
+	startWorker(t, w)
+	outcomes := map[string]EventKind{}
+	for len(outcomes) < 6 {
+		select {
+		case ev := <-evs.ch:
+			switch ev.Kind {
+			case EventError:
+				t.Fatalf("worker error as the restricted role: %v", ev.Err)
+			case EventCompleted, EventFailed, EventSnoozed:
+				outcomes[ev.JobID.String()] = ev.Kind
+			}
+		case <-started:
+			time.Sleep(2 * time.Second) // heartbeats keep the lease of 1.5 s
+			must("Cancel running", q.Cancel(ctx, running.ID))
+			outcomes[running.ID.String()] = EventCancelled
+		case <-time.After(30 * time.Second):
+			t.Fatalf("outcomes so far: %v", outcomes)
+		}
+	}
+	for id, want := range map[string]EventKind{ok.ID.String(): EventCompleted, unique.ID.String(): EventCompleted,
+		failing.ID.String(): EventFailed, snoozing.ID.String(): EventSnoozed, intx.ID.String(): EventCompleted} {
+		if outcomes[id] != want {
+			t.Errorf("job %s: %s, want %s", id, outcomes[id], want)
+		}
+	}
+
+	page, err := q.Jobs(ctx, &ListOptions{Statuses: listSections})
+	must("Jobs", err)
+	if len(page.Jobs) != 10 {
+		t.Fatalf("listed %d jobs, want 10", len(page.Jobs))
+	}
+	_, err = q.Job(ctx, ok.ID)
+	must("Job", err)
+	st, err := q.Stats(ctx)
+	must("Stats", err)
+	if st.Completed != 3 || st.Failed != 1 || st.Cancelled != 1 || st.Scheduled != 5 || st.Available != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	_, err = client.Stats(ctx)
+	must("Client.Stats", err)
+	must("Retry", q.Retry(ctx, failing.ID))
+	must("Cancel", q.Cancel(ctx, snoozing.ID))
+	must("Delete", q.Delete(ctx, snoozing.ID, nil))
+	n, err := q.DeleteWaiting(ctx)
+	must("DeleteWaiting", err)
+	if n == 0 {
+		t.Fatal("DeleteWaiting deleted nothing")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestPasswordNeverShown checks that the password of a connection string never appears in an
+// error or a log line: connection strings that do not parse, a server that refuses connections,
+// a host that does not resolve, and the real server (whose trust authentication ignores the
+// password), through NewClient, Migrate, enqueue, a worker's logged errors, and the listener's
+// reconnect logs (Config.ListenConnString).
+func TestPasswordNeverShown(t *testing.T) {
+	t.Parallel()
+	const canary = "s3cr3t-canary"
+	ctx := t.Context()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var errs []error
+	collect := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	real, err := pgx.ParseConfig(testDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := func(host string, port int) string {
+		return fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable&connect_timeout=5",
+			real.User, canary, host, port, real.Database)
+	}
+	refused := dsn("127.0.0.1", 1)
+	unknown := dsn("pgqueue-no-such-host.invalid", 5432)
+	working := dsn(real.Host, int(real.Port))
+
+	// Connection strings that do not parse.
+	for _, s := range []string{
+		"postgres://u:" + canary + "@127.0.0.1:notaport/db",
+		"postgres://u:" + canary + "@[::1/db",
+		"host=127.0.0.1 password=" + canary + " port='",
+		"host=127.0.0.1 password=" + canary + " sslmode=bogus",
+	} {
+		_, err := NewClient(newPool(t, "public", 1), &Config{ListenConnString: s, Logger: logger})
+		if err == nil {
+			t.Fatalf("NewClient accepted ListenConnString %q", s)
+		}
+		collect(err)
+	}
+
+	// A server that refuses, and a host that does not resolve: every call fails.
+	for _, s := range []string{refused, unknown} {
+		pool, err := pgxpool.New(ctx, s)
+		if err != nil {
+			collect(err)
+			continue
+		}
+		client, err := NewClient(pool, &Config{Logger: logger, ListenConnString: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := newQueue[int](t, client, "secret")
+		_, err = q.Enqueue(ctx, 1, nil)
+		collect(err)
+		_, err = q.EnqueueMany(ctx, []int{1}, nil)
+		collect(err)
+		_, err = q.Stats(ctx)
+		collect(err)
+		db := stdlib.OpenDBFromPool(pool)
+		collect(Migrate(ctx, db))
+		_ = db.Close()
+		db = stdlib.OpenDB(*mustParse(t, s))
+		collect(Migrate(ctx, db))
+		_ = db.Close()
+
+		// The worker reports the failures of its fetches (logged, and as events).
+		evs := newEvents()
+		w := q.NewWorker(func(context.Context, *Job[int]) error { return nil },
+			&WorkerOptions{OnEvent: evs.on, ShutdownTimeout: time.Second})
+		stop := startWorker(t, w)
+		for range 2 {
+			collect(evs.next(t, EventError).Err)
+		}
+		stop()
+		_ = client.Close()
+		pool.Close()
+	}
+
+	// The real server, with the password (ignored by trust authentication), and a listener whose
+	// own connection string is refused: the worker works by polling while the listener retries,
+	// logging each failure.
+	b := setup(t)
+	pool, err := pgxpool.New(ctx, working+"&options=-csearch_path%3D"+b.schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	client, err := NewClient(pool, &Config{Logger: logger, ListenConnString: refused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[int](t, client, "secret")
+	ran := make(chan int, 1)
+	w := q.NewWorker(func(_ context.Context, j *Job[int]) error { ran <- j.Payload; return nil },
+		&WorkerOptions{PollInterval: 50 * time.Millisecond})
+	stop := startWorker(t, w)
+	if _, err := q.Enqueue(ctx, 7, nil); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, ran, 10*time.Second, "the job, by polling")
+	waitFor(t, 10*time.Second, "the listener's reconnect warnings", func() bool {
+		return strings.Count(logs.String(), "listener disconnected") >= 4
+	})
+	stop()
+	// Errors of the real server (a schema without the tables) name no password either.
+	bare, err := pgxpool.New(ctx, working+"&options=-csearch_path%3Dpgqueue_no_such_schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bare.Close)
+	bareClient, err := NewClient(bare, &Config{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bareClient.Close() })
+	_, err = newQueue[int](t, bareClient, "secret").Enqueue(ctx, 1, nil)
+	collect(err)
+
+	if len(errs) < 19 {
+		t.Fatalf("only %d errors collected", len(errs))
+	}
+	for _, err := range errs {
+		if strings.Contains(err.Error(), canary) || strings.Contains(fmt.Sprintf("%+v", err), canary) {
+			t.Errorf("an error shows the password: %v", err)
+		}
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "listener disconnected") {
+		t.Fatalf("the logs hold no errors or reconnects to check:\n%s", out)
+	}
+	if strings.Contains(out, canary) {
+		t.Errorf("the logs show the password:\n%s", out)
+	}
+	t.Logf("%d errors and %d log lines checked", len(errs), strings.Count(out, "\n"))
+}
+
+func mustParse(t *testing.T, dsn string) *pgx.ConnConfig {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestPayloadLimit checks Config.MaxPayloadBytes on every path that writes a payload (Enqueue,
+// EnqueueTx, EnqueueMany, EnqueueManyTx, Job.Update): a payload of exactly the limit is
+// accepted, one byte more is refused with ErrPayloadTooLarge, nothing is written, and the
+// caller's transaction is not poisoned.
+func TestPayloadLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	const limit = 100
+	client, err := NewClient(b.pool, &Config{Logger: testLogger(t), MaxPayloadBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[string](t, client, "limited")
+	fits := strings.Repeat("x", limit-2) // with its quotes, exactly the limit
+	over := fits + "y"
+	tooLarge := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrPayloadTooLarge) {
+			t.Errorf("%s of %d bytes = %v, want ErrPayloadTooLarge", what, limit+1, err)
+		}
+	}
+
+	_, err = q.Enqueue(ctx, over, nil)
+	tooLarge("Enqueue", err)
+	_, err = q.EnqueueMany(ctx, []string{fits, over}, nil)
+	tooLarge("EnqueueMany", err)
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d rows after refused enqueues", n)
+	}
+
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = q.EnqueueTx(ctx, tx, over, nil)
+	tooLarge("EnqueueTx", err)
+	_, err = q.EnqueueManyTx(ctx, tx, []string{fits, over}, nil)
+	tooLarge("EnqueueManyTx", err)
+	// The transaction goes on: the refusals sent nothing.
+	if _, err := q.EnqueueTx(ctx, tx, fits, nil); err != nil {
+		t.Fatalf("EnqueueTx after the refusals: %v", err)
+	}
+	if _, err := q.EnqueueManyTx(ctx, tx, []string{fits}, nil); err != nil {
+		t.Fatalf("EnqueueManyTx after the refusals: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit after the refusals: %v", err)
+	}
+	if _, err := q.Enqueue(ctx, fits, nil); err != nil {
+		t.Fatalf("Enqueue of exactly the limit: %v", err)
+	}
+	if n := b.count("true"); n != 3 {
+		t.Fatalf("%d rows, want the 3 that fit", n)
+	}
+
+	// Job.Update refuses too, and the stored payload stays as it was.
+	updated := make(chan error, 3)
+	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		updated <- job.Update(ctx, over)
+		return errors.New("keep the job")
+	}, &WorkerOptions{Concurrency: 1, RetryBackoff: Backoff{Initial: time.Hour}})
+	stop := startWorker(t, w)
+	for range 3 {
+		tooLarge("Job.Update", receive(t, updated, 30*time.Second, "Update"))
+	}
+	stop()
+	if n := b.count("payload = to_jsonb($1::text)", fits); n != 3 {
+		t.Fatalf("%d jobs keep their payload, want 3", n)
+	}
+}
