@@ -138,7 +138,7 @@ func TestListenerIsSharedAndStopsWithLastWorker(t *testing.T) {
 	// One LISTEN connection serves both workers.
 	var listening int
 	err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-		WHERE query = 'LISTEN ' || quote_ident(left('pgqueue.' || $1, 63))`, b.schema).Scan(&listening)
+		WHERE query = 'LISTEN ' || quote_ident(('pgqueue.' || $1)::name)`, b.schema).Scan(&listening)
 	if err != nil {
 		t.Fatal(err)
 	}
