@@ -271,7 +271,8 @@ func TestChaosKilledWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const procs, concurrency, kills = 3, 10, 6
+	const procs, concurrency = 3, 10
+	kills := max(6, jobs*6/chaosJobsDefault) // 6 per 10,000 jobs
 	settings := chaosSettings{concurrency: concurrency, lock: 2 * time.Second,
 		poll: 200 * time.Millisecond, work: 5 * time.Millisecond}
 	out := &chaosOutput{}
@@ -281,13 +282,13 @@ func TestChaosKilledWorkers(t *testing.T) {
 		workers[i] = startChaos(t, b, out, settings)
 	}
 
-	// Kill at random points of the run, one in each of six equal stretches between 5 % and 80 %
+	// Kill at random points of the run, one in each of `kills` equal stretches between 5 % and 80 %
 	// of the jobs done (so that a replacement has time to start working before it may be
 	// killed), a few milliseconds after the point is passed so that kills land in the middle of
 	// jobs.
 	points := make([]int, kills)
 	for i := range points {
-		points[i] = jobs/20 + int(float64(jobs*3/4)*(float64(i)+rand.Float64())/kills)
+		points[i] = jobs/20 + int(float64(jobs*3/4)*(float64(i)+rand.Float64())/float64(kills))
 	}
 	inFlight := map[ulid.ULID]bool{} // jobs a killed process held when it died
 	killedPIDs := map[int]bool{}
