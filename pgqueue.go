@@ -656,12 +656,19 @@ func checkJSONB(doc []byte) error {
 			}
 			i += n
 		case c == '-' || c >= '0' && c <= '9':
-			j := i
-			for j < len(doc) && strings.IndexByte("+-.eE0123456789", doc[j]) >= 0 {
-				j++
+			j, exp := i, false
+			for ; j < len(doc); j++ {
+				if d := doc[j]; d == 'e' || d == 'E' {
+					exp = true
+				} else if d != '+' && d != '-' && d != '.' && (d < '0' || d > '9') {
+					break
+				}
 			}
-			if err := checkNumeric(string(doc[i:j])); err != nil {
-				return err
+			// Without an exponent, a number this short has too few digits to overflow.
+			if exp || j-i > numericScaleMax {
+				if err := checkNumeric(string(doc[i:j])); err != nil {
+					return err
+				}
 			}
 			i = j
 		default:
@@ -676,6 +683,9 @@ func checkJSONBString(doc []byte) (int, error) {
 	pendingHigh := false // the previous escape was a high surrogate, which needs a low one next
 	for i := 1; i < len(doc); i++ {
 		c := doc[i]
+		if c != '"' && c != '\\' && !pendingHigh {
+			continue
+		}
 		if c != '\\' {
 			if pendingHigh {
 				return 0, errUnpairedSurrogate()
