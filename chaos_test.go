@@ -850,3 +850,85 @@ func TestChaosWorkerReclaimsItsOwnLostJob(t *testing.T) {
 	default:
 	}
 }
+
+// A handler completes its job with CompleteTx, the transaction rolls back, and meanwhile the job
+// is taken by another attempt. The attempt has lost the job: the heartbeat cancels its handler
+// (ErrLockLost), or, if the handler returns first, its success is reported as EventLockLost —
+// not as EventCompleted, since the row was never completed by it.
+func TestChaosCompleteTxRolledBackThenLost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		heartbeat time.Duration
+		returns   bool // the handler returns nil once the job is taken; else it waits for its context
+	}{
+		{"heartbeat", 200 * time.Millisecond, false},
+		{"completer", time.Hour, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			q := newQueue[int](t, b.client, "rollback-lost")
+			rolledBack, taken := make(chan struct{}), make(chan struct{})
+			cause := make(chan error, 1)
+			ev := newEvents()
+			w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+				tx, err := b.pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				if err := job.CompleteTx(ctx, tx); err != nil {
+					_ = tx.Rollback(ctx)
+					return err
+				}
+				if err := tx.Rollback(ctx); err != nil {
+					return err
+				}
+				close(rolledBack)
+				if c.returns {
+					<-taken
+					return nil
+				}
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return ctx.Err()
+			}, &WorkerOptions{Concurrency: 1, LockDuration: 2 * time.Hour, HeartbeatInterval: c.heartbeat,
+				PollInterval: time.Hour, OnEvent: ev.on})
+			startWorker(t, w)
+			job, err := q.Enqueue(t.Context(), 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			receive(t, rolledBack, 10*time.Second, "the handler's transaction to roll back")
+			// Another attempt holds the job now, as after a rescue and a claim elsewhere.
+			b.exec(`UPDATE pgqueue_jobs SET lock_token = gen_random_uuid(), attempt = 2, locked_by = 'other'
+				WHERE id = $1`, [16]byte(job.ID))
+			close(taken)
+			if !c.returns {
+				if got := receive(t, cause, 10*time.Second, "the handler's context to end"); !errors.Is(got, ErrLockLost) {
+					t.Fatalf("the handler's context ended with %v, want ErrLockLost", got)
+				}
+			}
+			deadline := time.After(10 * time.Second)
+			for {
+				select {
+				case e := <-ev.ch:
+					if e.JobID != job.ID {
+						continue
+					}
+					switch e.Kind {
+					case EventCompleted:
+						t.Fatalf("attempt %d reported completed, though its transaction rolled back and another attempt has the job", e.Attempt)
+					case EventLockLost:
+						if n := b.count("status = 'running' AND attempt = 2 AND locked_by = 'other'"); n != 1 {
+							t.Fatalf("the other attempt's row was changed (%d rows as it left them)", n)
+						}
+						return
+					}
+				case <-deadline:
+					t.Fatal("no EventLockLost for the attempt that lost its job")
+				}
+			}
+		})
+	}
+}

@@ -89,6 +89,8 @@ type settleArgs struct {
 
 	backIDs, backTokens [][16]byte
 	backDelays          []int64 // µs
+
+	xacts []string // transactions succeeded jobs were completed in (Job.CompleteTx)
 }
 
 // settled is what the table says became of one job of a batch.
@@ -111,6 +113,9 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 		id, token := [16]byte(o.job.id), o.job.token
 		switch o.kind {
 		case outcomeDone:
+			if x := o.job.completeXact.Load(); x != nil && o.job.completedInTx.Load() {
+				a.xacts = append(a.xacts, *x)
+			}
 			if o.job.repeats {
 				a.repeatIDs, a.repeatTokens = append(a.repeatIDs, id), append(a.repeatTokens, token)
 			} else {
@@ -148,6 +153,10 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 	}
 	if len(a.backIDs) > 0 {
 		b.Queue(requeueSQL, a.backIDs, a.backTokens, a.backDelays, e.queue)
+	}
+	if len(a.xacts) > 0 {
+		// After the statements above, which wait for any of those transactions still open.
+		b.Queue(xactRolledBackSQL, a.xacts)
 	}
 	// A statement under way is not interrupted: its effect would be unknown.
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.LockDuration)
@@ -192,8 +201,25 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 			return fmt.Errorf("pgqueue: requeue: %w", err)
 		}
 	}
+	var aborted []string
+	if len(a.xacts) > 0 {
+		rows, _ := br.Query()
+		var err error
+		if aborted, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return fmt.Errorf("pgqueue: complete: transaction status: %w", err)
+		}
+	}
 	if err := br.Close(); err != nil {
 		return fmt.Errorf("pgqueue: settle: %w", err)
+	}
+	// A job completed in the handler's transaction has no row left to match, unless that
+	// transaction rolled back and another attempt has the job now: then this one lost it.
+	for _, o := range batch {
+		if x := o.job.completeXact.Load(); x != nil && slices.Contains(aborted, *x) {
+			if _, ok := results[o.job.id]; !ok {
+				o.job.completedInTx.Store(false)
+			}
+		}
 	}
 
 	// Events first: EventDrained, which the fetch loop may emit once the jobs are gone, must

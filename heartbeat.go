@@ -132,13 +132,67 @@ func (e *engine) extendCompletedInTx(ctx context.Context, jobs []*activeJob) {
 		}
 		return
 	}
+	var others []*activeJob
 	e.mu.Lock()
 	for _, j := range jobs {
-		if slices.Contains(extended, j.id) && e.jobs[j.id] == j {
+		if e.jobs[j.id] != j {
+			continue
+		}
+		if slices.Contains(extended, j.id) {
 			j.leaseEnd = sent.Add(e.opts.LockDuration)
+		} else {
+			others = append(others, j)
 		}
 	}
 	e.mu.Unlock()
+	// Not extended: its transaction is open or committed, or it rolled back and the job was
+	// taken back meanwhile. In that last case the handler has lost the job.
+	rolledBack := e.rolledBack(ctx, others)
+	if len(rolledBack) == 0 {
+		return
+	}
+	var lost []*activeJob
+	e.mu.Lock()
+	for _, j := range rolledBack {
+		if e.jobs[j.id] == j && j.state == stateRunning {
+			j.completedInTx.Store(false)
+			lost = append(lost, e.abandon(j, ErrLockLost))
+		}
+	}
+	e.mu.Unlock()
+	e.reportLost(lost)
+}
+
+// rolledBack returns the jobs, of those their handlers completed with Job.CompleteTx, whose
+// transaction rolled back. Asked only of jobs whose rows did not answer as expected; on an error
+// it returns none, which leaves them as they were.
+func (e *engine) rolledBack(ctx context.Context, jobs []*activeJob) []*activeJob {
+	byXact := map[string][]*activeJob{}
+	var xacts []string
+	for _, j := range jobs {
+		if x := j.completeXact.Load(); x != nil {
+			if _, seen := byXact[*x]; !seen {
+				xacts = append(xacts, *x)
+			}
+			byXact[*x] = append(byXact[*x], j)
+		}
+	}
+	if len(xacts) == 0 {
+		return nil
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.HeartbeatInterval)
+	defer cancel()
+	rows, _ := e.c.pool.Query(qctx, xactRolledBackSQL, xacts)
+	aborted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		e.reportError("pgqueue: transaction status", fmt.Errorf("pgqueue: transaction status: %w", err))
+		return nil
+	}
+	var out []*activeJob
+	for _, x := range aborted {
+		out = append(out, byXact[x]...)
+	}
+	return out
 }
 
 // giveUp abandons running jobs whose lock is gone: cancelled ones with ErrCancelled, the others

@@ -136,20 +136,32 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	// From here a missing row means "completed in tx", not "lock lost": the heartbeat leaves the
 	// job alone and the completer reports it completed.
 	a.completedInTx.Store(true)
-	rows, err := tx.Query(ctx, completeRepeatSQL, [][16]byte{j.ID}, [][16]byte{a.token},
+	// The transaction's id goes along in the same round trip: should the job's row later be
+	// found settled by another attempt, the worker asks whether this transaction committed.
+	b := &pgx.Batch{}
+	b.Queue(completeRepeatSQL, [][16]byte{j.ID}, [][16]byte{a.token},
 		[][16]byte{c.ids.next(1)[0]}, c.cfg.retentionOf(j.Queue).Completed != 0)
-	if err != nil {
-		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
-	}
+	b.Queue(xactIDSQL)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	rows, _ := br.Query()
 	var id, next *[16]byte
 	done, err := pgx.ForEachRow(rows, []any{&id, &next}, func() error { return nil })
 	if err != nil {
+		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
+	}
+	var xact string
+	if err := br.QueryRow().Scan(&xact); err != nil {
+		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
+	}
+	if err := br.Close(); err != nil {
 		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
 	}
 	if done.RowsAffected() == 0 {
 		a.completedInTx.Store(false)
 		return fmt.Errorf("pgqueue: complete job %s: lock lost: %w", j.ID, ErrNotHeld)
 	}
+	a.completeXact.Store(&xact)
 	return nil
 }
 

@@ -38,6 +38,10 @@ var (
 	heartbeatSQL string
 	//go:embed sql/heartbeat_unlocked.sql
 	heartbeatUnlockedSQL string
+	//go:embed sql/xact_rolled_back.sql
+	xactRolledBackSQL string
+	//go:embed sql/xact_id.sql
+	xactIDSQL string
 	//go:embed sql/job.sql
 	jobSQL string
 	//go:embed sql/list_available.sql

@@ -231,9 +231,10 @@ type activeJob struct {
 	leaseEnd      time.Time // local, conservative estimate of lock_until
 	cancel        context.CancelCauseFunc
 	state         jobState
-	deadline      time.Time   // when its JobTimeout passes; zero without one
-	released      bool        // its slot was freed before its handler returned (given up)
-	completedInTx atomic.Bool // the handler called Job.CompleteTx
+	deadline      time.Time              // when its JobTimeout passes; zero without one
+	released      bool                   // its slot was freed before its handler returned (given up)
+	completedInTx atomic.Bool            // the handler called Job.CompleteTx
+	completeXact  atomic.Pointer[string] // the transaction CompleteTx completed the job in
 }
 
 // outcomeKind is what a finished attempt does to its job.
