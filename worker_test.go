@@ -340,13 +340,15 @@ func TestWorkerHeartbeatDetectsLostLock(t *testing.T) {
 				<-ctx.Done()
 				cause <- context.Cause(ctx)
 				return ctx.Err()
-			}, &WorkerOptions{LockDuration: 300 * time.Millisecond, OnEvent: ev.on, PollInterval: noPoll})
+			}, &WorkerOptions{LockDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
+				OnEvent: ev.on, PollInterval: noPoll})
 			startWorker(t, w)
 			receive(t, started, 10*time.Second, "the job to start")
 
-			// Heartbeats keep the lease alive past LockDuration.
+			// Heartbeats keep the lease alive past LockDuration. (A lease long against the
+			// interval, so that a loaded machine cannot make the worker give it up first.)
 			waitFor(t, 10*time.Second, "a heartbeat to extend the lease", func() bool {
-				return b.count("id = $1 AND lock_until > attempted_at + interval '400 milliseconds'", [16]byte(job.ID)) == 1
+				return b.count("id = $1 AND lock_until > attempted_at + interval '2200 milliseconds'", [16]byte(job.ID)) == 1
 			})
 
 			b.exec(c.takeAway, [16]byte(job.ID))
@@ -556,7 +558,7 @@ func TestJobTimeout(t *testing.T) {
 		}
 		return nil
 	}, &WorkerOptions{Concurrency: 1, JobTimeout: 100 * time.Millisecond, ShutdownTimeout: 200 * time.Millisecond,
-		LockDuration: 600 * time.Millisecond, OnEvent: ev.on})
+		LockDuration: 2 * time.Second, OnEvent: ev.on})
 	polite, err := q.Enqueue(t.Context(), "polite", &EnqueueOptions{MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
