@@ -120,7 +120,9 @@ func (j *Job[T]) Update(ctx context.Context, payload T) error {
 // CompleteTx completes the job inside the caller's transaction tx, under the lock of the running
 // attempt: the job's completion (and its next repeat, if any) commits together with whatever
 // else tx does, or not at all. When tx commits, the worker does not complete the job again;
-// when it rolls back, the job is still the handler's to finish. For work whose effects live in
+// when it rolls back, the job is still the handler's to finish — unless another attempt has
+// taken it meanwhile: the worker then learns from the server that tx rolled back, and treats the
+// attempt as one that lost its lock (ErrLockLost, EventLockLost). For work whose effects live in
 // the same database this gives exactly-once effects.
 //
 // CompleteTx fails with ErrNotHeld once the attempt has lost its lock, and on a Job no handler
