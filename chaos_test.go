@@ -932,3 +932,67 @@ func TestChaosCompleteTxRolledBackThenLost(t *testing.T) {
 		})
 	}
 }
+
+// After a CompleteTx that rolled back, the row is locked for a while by another transaction (the
+// handler's own here, as an Update or an operator's Cancel would): heartbeats skip it, but the
+// job is still this attempt's, and it must not be given up for that.
+func TestCompleteTxRolledBackRowLockedAWhile(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "rollback-locked")
+	ev := newEvents()
+	cause := make(chan error, 1)
+	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if err := job.CompleteTx(ctx, tx); err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			return err
+		}
+		lock, err := b.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer lock.Rollback(context.Background())
+		if _, err := lock.Exec(ctx, "SELECT FROM pgqueue_jobs WHERE id = $1 FOR UPDATE", [16]byte(job.ID)); err != nil {
+			return err
+		}
+		// Several heartbeats go by while the row is locked.
+		if !sleepCtx(ctx, time.Second) {
+			cause <- context.Cause(ctx)
+			return ctx.Err()
+		}
+		return lock.Commit(ctx)
+	}, &WorkerOptions{Concurrency: 1, LockDuration: time.Hour, HeartbeatInterval: 100 * time.Millisecond,
+		PollInterval: time.Hour, OnEvent: ev.on})
+	startWorker(t, w)
+	job, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case e := <-ev.ch:
+			switch {
+			case e.JobID != job.ID:
+			case e.Kind == EventCompleted:
+				if n := b.count("true"); n != 0 {
+					t.Fatalf("%d jobs left after the job completed", n)
+				}
+				return
+			case e.Kind == EventLockLost || e.Kind == EventRetrying || e.Kind == EventFailed:
+				t.Fatalf("event %s (%v): the job was taken from its handler while a transaction locked its row", e.Kind, e.Err)
+			}
+		case err := <-cause:
+			t.Fatalf("the handler's context ended with %v", err)
+		case <-deadline:
+			t.Fatal("the job did not complete")
+		}
+	}
+}

@@ -112,7 +112,8 @@ func (e *engine) heartbeat(ctx context.Context) {
 // still locks. A job whose transaction committed needs no lease any more; one whose transaction
 // rolled back is the handler's again, and without this its lease would run out while the handler
 // runs, and another worker would run it a second time. A job the statement does not return is
-// neither extended nor given up: the completer settles it when its handler returns.
+// given up only if its transaction rolled back and another attempt holds the job; otherwise the
+// completer settles it when its handler returns.
 func (e *engine) extendCompletedInTx(ctx context.Context, jobs []*activeJob) {
 	ids, tokens := make([][16]byte, len(jobs)), make([][16]byte, len(jobs))
 	for i, j := range jobs {
@@ -145,15 +146,16 @@ func (e *engine) extendCompletedInTx(ctx context.Context, jobs []*activeJob) {
 		}
 	}
 	e.mu.Unlock()
-	// Not extended: its transaction is open or committed, or it rolled back and the job was
-	// taken back meanwhile. In that last case the handler has lost the job.
-	rolledBack := e.rolledBack(ctx, others)
-	if len(rolledBack) == 0 {
+	// Not extended: its transaction is open or committed, or holds the row for a moment (an
+	// Update, a Cancel), or it rolled back and the job went to another attempt meanwhile. In
+	// that last case the handler has lost the job.
+	taken := e.lostAfterRollback(ctx, others)
+	if len(taken) == 0 {
 		return
 	}
 	var lost []*activeJob
 	e.mu.Lock()
-	for _, j := range rolledBack {
+	for _, j := range taken {
 		if e.jobs[j.id] == j && j.state == stateRunning {
 			j.completedInTx.Store(false)
 			lost = append(lost, e.abandon(j, ErrLockLost))
@@ -163,36 +165,37 @@ func (e *engine) extendCompletedInTx(ctx context.Context, jobs []*activeJob) {
 	e.reportLost(lost)
 }
 
-// rolledBack returns the jobs, of those their handlers completed with Job.CompleteTx, whose
-// transaction rolled back. Asked only of jobs whose rows did not answer as expected; on an error
-// it returns none, which leaves them as they were.
-func (e *engine) rolledBack(ctx context.Context, jobs []*activeJob) []*activeJob {
-	byXact := map[string][]*activeJob{}
+// lostAfterRollback returns the jobs, of those their handlers completed with Job.CompleteTx,
+// whose transaction rolled back and which another attempt holds now. On an error it returns
+// none, which leaves them as they were.
+func (e *engine) lostAfterRollback(ctx context.Context, jobs []*activeJob) []*activeJob {
+	var ids, tokens [][16]byte
 	var xacts []string
+	byID := map[ulid.ULID]*activeJob{}
 	for _, j := range jobs {
 		if x := j.completeXact.Load(); x != nil {
-			if _, seen := byXact[*x]; !seen {
-				xacts = append(xacts, *x)
-			}
-			byXact[*x] = append(byXact[*x], j)
+			ids, tokens, xacts = append(ids, j.id), append(tokens, j.token), append(xacts, *x)
+			byID[j.id] = j
 		}
 	}
-	if len(xacts) == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.HeartbeatInterval)
+	qctx, cancel := context.WithTimeout(ctx, e.opts.HeartbeatInterval)
 	defer cancel()
-	rows, _ := e.c.pool.Query(qctx, xactRolledBackSQL, xacts)
-	aborted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	rows, _ := e.c.pool.Query(qctx, lostAfterRollbackSQL, ids, tokens, xacts)
+	lostIDs, err := pgx.CollectRows(rows, scanID)
 	if err != nil {
-		e.reportError("pgqueue: transaction status", fmt.Errorf("pgqueue: transaction status: %w", err))
+		if ctx.Err() == nil {
+			e.reportError("pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: transaction status: %w", err))
+		}
 		return nil
 	}
-	var out []*activeJob
-	for _, x := range aborted {
-		out = append(out, byXact[x]...)
+	lost := make([]*activeJob, 0, len(lostIDs))
+	for _, id := range lostIDs {
+		lost = append(lost, byID[id])
 	}
-	return out
+	return lost
 }
 
 // giveUp abandons running jobs whose lock is gone: cancelled ones with ErrCancelled, the others

@@ -42,6 +42,8 @@ var (
 	xactRolledBackSQL string
 	//go:embed sql/xact_id.sql
 	xactIDSQL string
+	//go:embed sql/lost_after_rollback.sql
+	lostAfterRollbackSQL string
 	//go:embed sql/job.sql
 	jobSQL string
 	//go:embed sql/list_available.sql
