@@ -90,7 +90,9 @@ type settleArgs struct {
 	backIDs, backTokens [][16]byte
 	backDelays          []int64 // µs
 
-	xacts []string // transactions succeeded jobs were completed in (Job.CompleteTx)
+	// Succeeded jobs their handlers completed with Job.CompleteTx, and the transactions.
+	inTxIDs, inTxTokens [][16]byte
+	inTxXacts           []string
 }
 
 // settled is what the table says became of one job of a batch.
@@ -114,7 +116,8 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 		switch o.kind {
 		case outcomeDone:
 			if x := o.job.completeXact.Load(); x != nil && o.job.completedInTx.Load() {
-				a.xacts = append(a.xacts, *x)
+				a.inTxIDs, a.inTxTokens = append(a.inTxIDs, id), append(a.inTxTokens, token)
+				a.inTxXacts = append(a.inTxXacts, *x)
 			}
 			if o.job.repeats {
 				a.repeatIDs, a.repeatTokens = append(a.repeatIDs, id), append(a.repeatTokens, token)
@@ -154,9 +157,9 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 	if len(a.backIDs) > 0 {
 		b.Queue(requeueSQL, a.backIDs, a.backTokens, a.backDelays, e.queue)
 	}
-	if len(a.xacts) > 0 {
+	if len(a.inTxIDs) > 0 {
 		// After the statements above, which wait for any of those transactions still open.
-		b.Queue(xactRolledBackSQL, a.xacts)
+		b.Queue(lostAfterRollbackSQL, a.inTxIDs, a.inTxTokens, a.inTxXacts)
 	}
 	// A statement under way is not interrupted: its effect would be unknown.
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.LockDuration)
@@ -201,11 +204,11 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 			return fmt.Errorf("pgqueue: requeue: %w", err)
 		}
 	}
-	var aborted []string
-	if len(a.xacts) > 0 {
+	var rolledBack []ulid.ULID
+	if len(a.inTxIDs) > 0 {
 		rows, _ := br.Query()
 		var err error
-		if aborted, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		if rolledBack, err = pgx.CollectRows(rows, scanID); err != nil {
 			return fmt.Errorf("pgqueue: complete: transaction status: %w", err)
 		}
 	}
@@ -214,10 +217,12 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 	}
 	// A job completed in the handler's transaction has no row left to match, unless that
 	// transaction rolled back and another attempt has the job now: then this one lost it.
-	for _, o := range batch {
-		if x := o.job.completeXact.Load(); x != nil && slices.Contains(aborted, *x) {
-			if _, ok := results[o.job.id]; !ok {
-				o.job.completedInTx.Store(false)
+	for _, id := range rolledBack {
+		if _, ok := results[id]; !ok {
+			for _, o := range batch {
+				if o.job.id == id {
+					o.job.completedInTx.Store(false)
+				}
 			}
 		}
 	}

@@ -38,8 +38,6 @@ var (
 	heartbeatSQL string
 	//go:embed sql/heartbeat_unlocked.sql
 	heartbeatUnlockedSQL string
-	//go:embed sql/xact_rolled_back.sql
-	xactRolledBackSQL string
 	//go:embed sql/xact_id.sql
 	xactIDSQL string
 	//go:embed sql/lost_after_rollback.sql
