@@ -1,6 +1,8 @@
 package pgqueue
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -44,16 +46,17 @@ func (b Backoff) withDefaults() Backoff {
 	return b
 }
 
-func (b Backoff) validate() error {
+// problem describes what is wrong with the back-off; "" if nothing is.
+func (b Backoff) problem() string {
 	switch {
 	case b.Initial < 0:
-		return invalidf("Backoff.Initial %s is negative", b.Initial)
+		return fmt.Sprintf("Backoff.Initial %s is negative", b.Initial)
 	case b.Max < b.Initial:
-		return invalidf("Backoff.Max %s is below Backoff.Initial %s", b.Max, b.Initial)
+		return fmt.Sprintf("Backoff.Max %s is below Backoff.Initial %s", b.Max, b.Initial)
 	case !(b.Jitter <= 1): // NaN too
-		return invalidf("Backoff.Jitter %g is above 1", b.Jitter)
+		return fmt.Sprintf("Backoff.Jitter %g is above 1", b.Jitter)
 	}
-	return nil
+	return ""
 }
 
 // Delay returns the delay after the given failed attempt (counted from 1).
@@ -82,4 +85,16 @@ func (b Backoff) Delay(attempt int) time.Duration {
 // reconnects, failed claims and completions): from 50 ms doubling to 5 s, with jitter.
 func retryDelay(failures int) time.Duration {
 	return Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2}.Delay(failures)
+}
+
+// sleepCtx waits for d or for ctx to end; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

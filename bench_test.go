@@ -2,7 +2,7 @@ package pgqueue
 
 import (
 	"context"
-	"runtime"
+	goruntime "runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -90,14 +90,14 @@ func benchmarkDrain(b *testing.B, scheduled int) {
 		bb.exec("VACUUM ANALYZE pgqueue_jobs")
 		drained := make(chan struct{})
 		var done atomic.Int64
-		w := q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{
+		w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{
 			Concurrency: 100,
 			OnEvent: func(ev Event) {
 				if ev.Kind == EventCompleted && done.Add(1) == jobs {
 					close(drained)
 				}
 			},
-		})
+		}))
 		b.StartTimer()
 		start := time.Now()
 		stop := startWorker(b, w)
@@ -119,10 +119,10 @@ func BenchmarkWakeLatency(b *testing.B) {
 	bb := setup(b)
 	q := newQueue[int64](b, bb.client, "wake")
 	started := make(chan time.Duration, 1)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int64]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int64]) error {
 		started <- time.Duration(time.Now().UnixNano() - job.Payload)
 		return nil
-	}, &WorkerOptions{PollInterval: time.Hour})
+	}, &WorkerOptions{PollInterval: time.Hour}))
 	startWorker(b, w)
 	waitFor(b, 30*time.Second, "the listener", func() bool { return bb.client.listener.pid.Load() != 0 })
 	time.Sleep(50 * time.Millisecond)
@@ -144,7 +144,7 @@ func BenchmarkWakeLatency(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-ms")
 }
 
-func procs() int { return runtime.GOMAXPROCS(0) }
+func procs() int { return goruntime.GOMAXPROCS(0) }
 
 // BenchmarkDueLatency enqueues jobs delayed by 50 ms, one every 5 ms, to a worker that never
 // polls, and reports how long after its run_at each job's handler started (by the database
@@ -153,10 +153,10 @@ func BenchmarkDueLatency(b *testing.B) {
 	bb := setup(b)
 	q := newQueue[int](b, bb.client, "due")
 	started := make(chan time.Time, 1)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		started <- time.Now()
 		return nil
-	}, &WorkerOptions{PollInterval: time.Hour})
+	}, &WorkerOptions{PollInterval: time.Hour}))
 	startWorker(b, w)
 	waitFor(b, 30*time.Second, "the listener", func() bool { return bb.client.listener.pid.Load() != 0 })
 

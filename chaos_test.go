@@ -556,10 +556,10 @@ func TestChaosListenerKilled(t *testing.T) {
 	q := newQueue[int](t, b.client, "listen-chaos")
 	const poll = 30 * time.Second
 	lat := newLatencies()
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		lat.start(job.Payload)
 		return nil
-	}, &WorkerOptions{PollInterval: poll, Concurrency: 4})
+	}, &WorkerOptions{PollInterval: poll, Concurrency: 4}))
 	startWorker(t, w)
 	workerStarted := time.Now()
 	waitListening(t, b.client, 1)
@@ -653,7 +653,7 @@ func TestChaosPoolStarvation(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	q := newQueue[int](t, client, "starved")
 	const insert = "INSERT INTO chaos_runs (job_id, pid, attempt, tx) VALUES ($1, 0, $2, $3)"
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		switch job.Payload % 3 {
 		case 0:
 			_, err := small.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, false)
@@ -679,7 +679,7 @@ func TestChaosPoolStarvation(t *testing.T) {
 			}
 			return tx.Commit(ctx)
 		}
-	}, &WorkerOptions{Concurrency: 50})
+	}, &WorkerOptions{Concurrency: 50}))
 	began := time.Now()
 	stop := startWorker(t, w)
 
@@ -748,7 +748,7 @@ func TestChaosCompleteTxRolledBack(t *testing.T) {
 	var mu sync.Mutex
 	var attempts []int
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		mu.Lock()
 		attempts = append(attempts, job.Attempt)
 		mu.Unlock()
@@ -769,7 +769,7 @@ func TestChaosCompleteTxRolledBack(t *testing.T) {
 			return context.Cause(ctx)
 		}
 		return nil
-	}, &WorkerOptions{Concurrency: 2, LockDuration: lock, PollInterval: 50 * time.Millisecond, OnEvent: ev.on})
+	}, &WorkerOptions{Concurrency: 2, LockDuration: lock, PollInterval: 50 * time.Millisecond, OnEvent: ev.on}))
 	startWorker(t, w)
 	if done := ev.next(t, EventCompleted); done.JobID != job.ID || done.Attempt != 1 {
 		t.Fatalf("completed event = %+v, want attempt 1 of job %s", done, job.ID)
@@ -796,7 +796,7 @@ func TestChaosWorkerReclaimsItsOwnLostJob(t *testing.T) {
 	cause := make(chan error, 1)
 	release := make(chan struct{})
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		started <- job.Attempt
 		if job.Attempt == 1 {
 			<-ctx.Done()
@@ -813,7 +813,7 @@ func TestChaosWorkerReclaimsItsOwnLostJob(t *testing.T) {
 		// A free slot to claim the job again, and no heartbeat before that has happened.
 		Concurrency: 2, LockDuration: 4 * time.Second, HeartbeatInterval: 2 * time.Second,
 		PollInterval: 50 * time.Millisecond, OnEvent: ev.on,
-	})
+	}))
 	startWorker(t, w)
 	// The listener's first connection makes the worker check its leases at once; let that pass.
 	waitListening(t, b.client, 1)
@@ -872,7 +872,7 @@ func TestChaosCompleteTxRolledBackThenLost(t *testing.T) {
 			rolledBack, taken := make(chan struct{}), make(chan struct{})
 			cause := make(chan error, 1)
 			ev := newEvents()
-			w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 				tx, err := b.pool.Begin(ctx)
 				if err != nil {
 					return err
@@ -893,7 +893,7 @@ func TestChaosCompleteTxRolledBackThenLost(t *testing.T) {
 				cause <- context.Cause(ctx)
 				return ctx.Err()
 			}, &WorkerOptions{Concurrency: 1, LockDuration: 2 * time.Hour, HeartbeatInterval: c.heartbeat,
-				PollInterval: time.Hour, OnEvent: ev.on})
+				PollInterval: time.Hour, OnEvent: ev.on}))
 			startWorker(t, w)
 			job, err := q.Enqueue(t.Context(), 1, nil)
 			if err != nil {
@@ -942,7 +942,7 @@ func TestCompleteTxRolledBackRowLockedAWhile(t *testing.T) {
 	q := newQueue[int](t, b.client, "rollback-locked")
 	ev := newEvents()
 	cause := make(chan error, 1)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		tx, err := b.pool.Begin(ctx)
 		if err != nil {
 			return err
@@ -969,7 +969,7 @@ func TestCompleteTxRolledBackRowLockedAWhile(t *testing.T) {
 		}
 		return lock.Commit(ctx)
 	}, &WorkerOptions{Concurrency: 1, LockDuration: time.Hour, HeartbeatInterval: 100 * time.Millisecond,
-		PollInterval: time.Hour, OnEvent: ev.on})
+		PollInterval: time.Hour, OnEvent: ev.on}))
 	startWorker(t, w)
 	job, err := q.Enqueue(t.Context(), 1, nil)
 	if err != nil {

@@ -12,33 +12,33 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// completeLoop settles finished attempts in the table until ctx ends, then settles what is
-// left once more. It batches by group commit: while one settle statement runs, the outcomes
-// that arrive meanwhile gather and go together in the next, so a busy worker writes many
-// results per round trip and an idle one adds no delay.
-func (e *engine) completeLoop(ctx context.Context) {
+// completeLoop settles finished attempts of every queue of the runtime until ctx ends, then
+// settles what is left once more. It batches by group commit: while one settle round trip runs,
+// the outcomes that arrive meanwhile gather and go together in the next, so a busy runtime
+// writes many results per round trip and an idle one adds no delay.
+func (rt *runtime) completeLoop(ctx context.Context) {
 	failures := 0
 	for {
-		batch := e.takeOutcomes()
+		batch := rt.takeOutcomes()
 		if len(batch) == 0 {
 			select {
 			case <-ctx.Done():
-				e.finalSettle()
+				rt.finalSettle()
 				return
-			case <-e.settle:
+			case <-rt.settle:
 				continue
 			}
 		}
-		if err := e.settleOutcomes(ctx, batch); err != nil {
-			e.putBackOutcomes(batch)
+		if err := rt.settleOutcomes(ctx, batch); err != nil {
+			rt.putBackOutcomes(batch)
 			if ctx.Err() != nil {
-				e.finalSettle()
+				rt.finalSettle()
 				return
 			}
 			failures++
-			e.reportError("pgqueue: settle finished jobs", err)
+			rt.reportError(queuesOfOutcomes(batch), "pgqueue: settle finished jobs", err)
 			if !sleepCtx(ctx, retryDelay(failures)) {
-				e.finalSettle()
+				rt.finalSettle()
 				return
 			}
 			continue
@@ -47,52 +47,55 @@ func (e *engine) completeLoop(ctx context.Context) {
 	}
 }
 
-// finalSettle makes one last attempt, within ShutdownTimeout, to settle what is left. Jobs it
-// cannot settle stay running in the table until their leases run out and another worker takes
-// them back: they are not lost.
-func (e *engine) finalSettle() {
-	batch := e.takeOutcomes()
+// finalSettle makes one last attempt, within the longest ShutdownTimeout, to settle what is
+// left. Jobs it cannot settle stay running in the table until their leases run out and another
+// process takes them back: they are not lost.
+func (rt *runtime) finalSettle() {
+	batch := rt.takeOutcomes()
 	if len(batch) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.opts.ShutdownTimeout)
+	var timeout time.Duration
+	for _, q := range rt.queues {
+		timeout = max(timeout, q.opts.ShutdownTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := e.settleOutcomes(ctx, batch); err != nil {
-		e.reportError("pgqueue: settle finished jobs at shutdown; they will be taken back when their leases run out", err)
+	if err := rt.settleOutcomes(ctx, batch); err != nil {
+		rt.reportError(queuesOfOutcomes(batch),
+			"pgqueue: settle finished jobs at shutdown; they will be taken back when their leases run out", err)
 	}
 }
 
-func (e *engine) takeOutcomes() []outcome {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	batch := e.outcomes
-	e.outcomes = nil
+func (rt *runtime) takeOutcomes() []outcome {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	batch := rt.outcomes
+	rt.outcomes = nil
 	return batch
 }
 
-func (e *engine) putBackOutcomes(batch []outcome) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.outcomes = append(batch, e.outcomes...)
+func (rt *runtime) putBackOutcomes(batch []outcome) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.outcomes = append(batch, rt.outcomes...)
 }
 
 // settleArgs are the columns of one batch, as the settle statements take them.
 type settleArgs struct {
-	doneIDs, doneTokens                 [][16]byte
-	repeatIDs, repeatTokens, repeatNext [][16]byte // succeeded jobs that may repeat
-
-	failIDs, failTokens [][16]byte
-	failDelays          []int64 // µs
-	failFinal           []bool
-	failErrors          []string
-	failStacks          []string
-
-	backIDs, backTokens [][16]byte
-	backDelays          []int64 // µs
-
-	// Succeeded jobs their handlers completed with Job.CompleteTx, and the transactions.
-	inTxIDs, inTxTokens [][16]byte
-	inTxXacts           []string
+	doneIDs, doneTokens     [][16]byte // succeeded, not repeating, deleted
+	keptIDs, keptTokens     [][16]byte // succeeded, not repeating, kept by retention
+	repeatIDs, repeatTokens [][16]byte // succeeded jobs that may repeat
+	repeatNext              [][16]byte
+	repeatKeep              []bool
+	failIDs, failTokens     [][16]byte
+	failDelays              []int64 // µs
+	failFinal               []bool
+	failErrors, failStacks  []string
+	backIDs, backTokens     [][16]byte
+	backDelays              []int64    // µs
+	inTxIDs, inTxTokens     [][16]byte // completed with Job.CompleteTx, and the transactions
+	inTxXacts               []string
 }
 
 // settled is what the table says became of one job of a batch.
@@ -102,26 +105,41 @@ type settled struct {
 	repeat ulid.ULID // the next run of a repeating job; zero if none
 }
 
-// settleOutcomes writes a batch of outcomes in one round trip: succeeded jobs are completed
-// (deleted or kept, and followed by their next run if they repeat), failed attempts are recorded
-// and retried or failed, and snoozed jobs or jobs interrupted by shutdown go back in line. Every
-// statement matches on (id, lock_token), so an outcome whose lock was lost changes nothing; it is
-// reported as EventLockLost.
-func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
+// settleOutcomes writes a batch of outcomes, of any queues, in one round trip, then reports
+// them. Every statement matches on (id, lock_token), so an outcome whose lock was lost changes
+// nothing; it is reported as EventLockLost.
+func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome) error {
 	// Lock rows in id order, as the heartbeat does.
-	slices.SortFunc(batch, func(a, b outcome) int { return a.job.id.Compare(b.job.id) })
-	var a settleArgs
+	slices.SortFunc(batch, func(x, y outcome) int { return x.a.id.Compare(y.a.id) })
+	args := rt.buildSettle(batch)
+	results, err := rt.sendSettle(ctx, args)
+	if err != nil {
+		return err
+	}
+	rt.applySettled(ctx, batch, results)
+	return nil
+}
+
+// buildSettle sorts a batch into the columns of the settle statements.
+func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
+	a := &settleArgs{}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	for _, o := range batch {
-		id, token := [16]byte(o.job.id), o.job.token
+		id, token := [16]byte(o.a.id), o.a.token
 		switch o.kind {
 		case outcomeDone:
-			if x := o.job.completeXact.Load(); x != nil && o.job.completedInTx.Load() {
+			if o.a.xact != "" {
 				a.inTxIDs, a.inTxTokens = append(a.inTxIDs, id), append(a.inTxTokens, token)
-				a.inTxXacts = append(a.inTxXacts, *x)
+				a.inTxXacts = append(a.inTxXacts, o.a.xact)
 			}
-			if o.job.repeats {
+			switch {
+			case o.a.repeats:
 				a.repeatIDs, a.repeatTokens = append(a.repeatIDs, id), append(a.repeatTokens, token)
-			} else {
+				a.repeatKeep = append(a.repeatKeep, o.a.q.keep)
+			case o.a.q.keep:
+				a.keptIDs, a.keptTokens = append(a.keptIDs, id), append(a.keptTokens, token)
+			default:
 				a.doneIDs, a.doneTokens = append(a.doneIDs, id), append(a.doneTokens, token)
 			}
 		case outcomeRequeue:
@@ -129,60 +147,71 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 			a.backDelays = append(a.backDelays, o.delay.Microseconds())
 		case outcomeFailed:
 			a.failIDs, a.failTokens = append(a.failIDs, id), append(a.failTokens, token)
-			a.failDelays = append(a.failDelays, e.opts.RetryBackoff.Delay(o.job.attempt).Microseconds())
+			a.failDelays = append(a.failDelays, o.a.q.opts.RetryBackoff.Delay(o.a.attempt).Microseconds())
 			a.failFinal = append(a.failFinal, o.final)
 			msg, stack := describeError(o.err)
 			a.failErrors, a.failStacks = append(a.failErrors, msg), append(a.failStacks, stack)
 		}
 	}
-	for _, id := range e.c.ids.next(len(a.repeatIDs)) {
+	for _, id := range rt.c.ids.next(len(a.repeatIDs)) {
 		a.repeatNext = append(a.repeatNext, id) // ids for the next runs
 	}
+	return a
+}
 
-	keep := e.c.cfg.retentionOf(e.queue).Completed != 0
+// sendSettle sends the statements a batch needs in one round trip and returns what became of
+// each job, and, among jobs completed in their handler's transaction, those whose transaction
+// rolled back. A statement under way is not interrupted: its effect would be unknown.
+func (rt *runtime) sendSettle(ctx context.Context, a *settleArgs) (map[ulid.ULID]settled, error) {
 	b := &pgx.Batch{}
 	if len(a.doneIDs) > 0 {
-		if keep {
-			b.Queue(completeKeepSQL, a.doneIDs, a.doneTokens)
-		} else {
-			b.Queue(completeSQL, a.doneIDs, a.doneTokens)
-		}
+		b.Queue(completeSQL, a.doneIDs, a.doneTokens)
+	}
+	if len(a.keptIDs) > 0 {
+		b.Queue(completeKeepSQL, a.keptIDs, a.keptTokens)
 	}
 	if len(a.repeatIDs) > 0 {
-		b.Queue(completeRepeatSQL, a.repeatIDs, a.repeatTokens, a.repeatNext, keep)
+		b.Queue(completeRepeatSQL, a.repeatIDs, a.repeatTokens, a.repeatNext, a.repeatKeep)
 	}
 	if len(a.failIDs) > 0 {
 		b.Queue(failSQL, a.failIDs, a.failTokens, a.failDelays, a.failFinal, a.failErrors, a.failStacks, maxErrorsKept)
 	}
 	if len(a.backIDs) > 0 {
-		b.Queue(requeueSQL, a.backIDs, a.backTokens, a.backDelays, e.queue)
+		b.Queue(requeueSQL, a.backIDs, a.backTokens, a.backDelays)
 	}
 	if len(a.inTxIDs) > 0 {
 		// After the statements above, which wait for any of those transactions still open.
 		b.Queue(lostAfterRollbackSQL, a.inTxIDs, a.inTxTokens, a.inTxXacts)
 	}
-	// A statement under way is not interrupted: its effect would be unknown.
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.LockDuration)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.longestLease())
 	defer cancel()
-	br := e.c.pool.SendBatch(qctx, b)
+	br := rt.c.pool.SendBatch(qctx, b)
 	defer br.Close()
-
-	results := make(map[ulid.ULID]settled, len(batch))
-	if len(a.doneIDs) > 0 {
-		rows, _ := br.Query()
-		ids, err := pgx.CollectRows(rows, scanID)
-		if err != nil {
-			return fmt.Errorf("pgqueue: complete: %w", err)
-		}
-		for _, id := range ids {
-			results[id] = settled{status: StatusCompleted}
-		}
+	results, err := readSettled(br, a)
+	if err != nil {
+		return nil, err
 	}
-	if len(a.repeatIDs) > 0 {
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("pgqueue: settle: %w", err)
+	}
+	return results, nil
+}
+
+// readSettled reads the results of the statements sendSettle queued, in their order. A job
+// completed in its handler's transaction has no row left to match: it counts as completed unless
+// that transaction rolled back and another attempt holds the job now; it is then missing from the
+// results, as a job whose lock was lost.
+func readSettled(br pgx.BatchResults, a *settleArgs) (map[ulid.ULID]settled, error) {
+	results := make(map[ulid.ULID]settled)
+	completed := func(what string) error {
 		rows, _ := br.Query()
 		var id ulid.ULID
 		var next *[16]byte
-		_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &next}, func() error {
+		dst := []any{(*[16]byte)(&id)}
+		if what == "complete repeating" {
+			dst = append(dst, &next)
+		}
+		_, err := pgx.ForEachRow(rows, dst, func() error {
 			r := settled{status: StatusCompleted}
 			if next != nil {
 				r.repeat = *next
@@ -191,59 +220,32 @@ func (e *engine) settleOutcomes(ctx context.Context, batch []outcome) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("pgqueue: complete: %w", err)
+			return fmt.Errorf("pgqueue: %s: %w", what, err)
 		}
+		return nil
 	}
-	if len(a.failIDs) > 0 {
-		if err := collectMoved(br, results); err != nil {
-			return fmt.Errorf("pgqueue: fail: %w", err)
-		}
-	}
-	if len(a.backIDs) > 0 {
-		if err := collectMoved(br, results); err != nil {
-			return fmt.Errorf("pgqueue: requeue: %w", err)
-		}
-	}
-	var rolledBack []ulid.ULID
-	if len(a.inTxIDs) > 0 {
-		rows, _ := br.Query()
-		var err error
-		if rolledBack, err = pgx.CollectRows(rows, scanID); err != nil {
-			return fmt.Errorf("pgqueue: complete: transaction status: %w", err)
-		}
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("pgqueue: settle: %w", err)
-	}
-	// A job completed in the handler's transaction has no row left to match, unless that
-	// transaction rolled back and another attempt has the job now: then this one lost it.
-	for _, id := range rolledBack {
-		if _, ok := results[id]; !ok {
-			for _, o := range batch {
-				if o.job.id == id {
-					o.job.completedInTx.Store(false)
-				}
+	for _, step := range []struct {
+		n    int
+		read func() error
+	}{
+		{len(a.doneIDs), func() error { return completed("complete") }},
+		{len(a.keptIDs), func() error { return completed("complete") }},
+		{len(a.repeatIDs), func() error { return completed("complete repeating") }},
+		{len(a.failIDs), func() error { return collectMoved(br, results, "fail") }},
+		{len(a.backIDs), func() error { return collectMoved(br, results, "requeue") }},
+		{len(a.inTxIDs), func() error { return collectInTx(br, a.inTxIDs, results) }},
+	} {
+		if step.n > 0 {
+			if err := step.read(); err != nil {
+				return nil, err
 			}
 		}
 	}
-
-	// Events first: EventDrained, which the fetch loop may emit once the jobs are gone, must
-	// follow the events of the jobs it covers.
-	e.report(ctx, batch, results)
-	e.mu.Lock()
-	for _, o := range batch {
-		// Unless the job was claimed again meanwhile: then the entry is its newer attempt.
-		if e.jobs[o.job.id] == o.job {
-			delete(e.jobs, o.job.id)
-		}
-	}
-	e.mu.Unlock()
-	signal(e.freed)
-	return nil
+	return results, nil
 }
 
 // collectMoved reads the (id, status, run_at) rows of fail.sql or requeue.sql into results.
-func collectMoved(br pgx.BatchResults, results map[ulid.ULID]settled) error {
+func collectMoved(br pgx.BatchResults, results map[ulid.ULID]settled, what string) error {
 	rows, _ := br.Query()
 	var id ulid.ULID
 	var r settled
@@ -251,56 +253,112 @@ func collectMoved(br pgx.BatchResults, results map[ulid.ULID]settled) error {
 		results[id] = r
 		return nil
 	})
-	return err
+	if err != nil {
+		return fmt.Errorf("pgqueue: %s: %w", what, err)
+	}
+	return nil
 }
 
-// report emits the events of a settled batch, wakes this worker for jobs it put back in line,
-// and tells watchers (if the queue was watched when the jobs were claimed).
-func (e *engine) report(ctx context.Context, batch []outcome, results map[ulid.ULID]settled) {
-	var completed, retrying, failed []ulid.ULID
-	watched := false
+// collectInTx reads lost_after_rollback.sql: jobs of ids completed in their handler's
+// transaction count as completed, but for those it returns (rolled back, taken by another
+// attempt) and those a statement of the batch matched (rolled back, settled here).
+func collectInTx(br pgx.BatchResults, ids [][16]byte, results map[ulid.ULID]settled) error {
+	rows, _ := br.Query()
+	rolledBack, err := pgx.CollectRows(rows, scanID)
+	if err != nil {
+		return fmt.Errorf("pgqueue: complete: transaction status: %w", err)
+	}
+	for _, id := range ids {
+		if _, ok := results[id]; !ok && !slices.Contains(rolledBack, ulid.ULID(id)) {
+			results[id] = settled{status: StatusCompleted}
+		}
+	}
+	return nil
+}
+
+// longestLease is the longest LockDuration of the runtime's queues: how long a settle or claim
+// round trip may take before its jobs' leases could run out anyway.
+func (rt *runtime) longestLease() time.Duration {
+	var d time.Duration
+	for _, q := range rt.queues {
+		d = max(d, q.opts.LockDuration)
+	}
+	return d
+}
+
+// applySettled reports a settled batch and forgets its attempts. Events first: EventDrained,
+// which the claim loop may emit once the jobs are gone, must follow the events of the jobs it
+// covers.
+func (rt *runtime) applySettled(ctx context.Context, batch []outcome, results map[ulid.ULID]settled) {
+	var notes announcements
 	for _, o := range batch {
-		j := o.job
-		watched = watched || j.watched
-		r, ok := results[j.id]
-		ev := Event{JobID: j.id, Attempt: j.attempt, Elapsed: o.elapsed}
-		switch {
-		case o.kind == outcomeDone && (ok || j.completedInTx.Load()):
-			// A job completed in the handler's transaction has no row left to match.
-			ev.Kind, ev.RepeatedAs = EventCompleted, r.repeat
-			completed = append(completed, j.id)
-			if r.repeat != (ulid.ULID{}) {
-				signal(e.scheduled)
-				signal(e.available)
-			}
-		case !ok:
-			ev.Kind = EventLockLost
-			e.log.Warn("pgqueue: lost the lock of a job before its outcome was saved; the outcome is ignored",
-				"job", j.id, "attempt", j.attempt)
-		case o.kind == outcomeRequeue && o.err == nil:
-			continue // handed back at shutdown
-		case o.kind == outcomeRequeue:
-			ev.Kind, ev.RunAt = EventSnoozed, r.runAt
-		case r.status == StatusFailed:
-			ev.Kind, ev.Err = EventFailed, o.err
-			failed = append(failed, j.id)
-			e.log.Warn("pgqueue: job failed", "job", j.id, "attempt", j.attempt, "error", o.err)
-		default:
-			ev.Kind, ev.Err, ev.RunAt = EventRetrying, o.err, r.runAt
-			retrying = append(retrying, j.id)
-		}
-		if ok && r.status == StatusAvailable {
-			signal(e.available)
-		} else if ok && r.status == StatusScheduled {
-			signal(e.scheduled)
-		}
-		e.emit(ev)
+		r, ok := results[o.a.id]
+		rt.report(o, r, ok, &notes)
 	}
-	if watched {
-		e.announce(ctx, msgCompleted, completed)
-		e.announce(ctx, msgRetrying, retrying)
-		e.announce(ctx, msgFailed, failed)
+	rt.announce(ctx, notes)
+	rt.mu.Lock()
+	for _, o := range batch {
+		rt.forget(o.a)
 	}
+	rt.mu.Unlock()
+	signal(rt.wakeFetch)
+}
+
+// report emits the event of one settled outcome, wakes the runtime's loops for jobs it put back
+// in line, and notes what watchers of the queue are to hear.
+func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
+	a, q := o.a, o.a.q
+	ev := Event{JobID: a.id, Attempt: a.attempt, Elapsed: o.elapsed}
+	switch {
+	case !ok:
+		ev.Kind = EventLockLost
+		q.log.Warn("pgqueue: lost the lock of a job before its outcome was saved; the outcome is ignored",
+			"job", a.id, "attempt", a.attempt)
+	case o.kind == outcomeDone:
+		ev.Kind, ev.RepeatedAs = EventCompleted, r.repeat
+		notes.add(a, msgCompleted)
+		if r.repeat != (ulid.ULID{}) {
+			rt.wantWork(q, true, true)
+		}
+	case o.kind == outcomeRequeue && o.err == nil:
+		rt.wantWork(q, r.status == StatusAvailable, r.status == StatusScheduled)
+		return // handed back at shutdown
+	case o.kind == outcomeRequeue:
+		ev.Kind, ev.RunAt = EventSnoozed, r.runAt
+	case r.status == StatusFailed:
+		ev.Kind, ev.Err = EventFailed, o.err
+		notes.add(a, msgFailed)
+		q.log.Warn("pgqueue: job failed", "job", a.id, "attempt", a.attempt, "error", o.err)
+	default:
+		ev.Kind, ev.Err, ev.RunAt = EventRetrying, o.err, r.runAt
+		notes.add(a, msgRetrying)
+	}
+	if ok {
+		rt.wantWork(q, r.status == StatusAvailable, r.status == StatusScheduled)
+	}
+	q.events.emit(ev)
+}
+
+// wantWork tells the claim loop that q has available jobs, and the maintenance loop that it has
+// newly scheduled ones.
+func (rt *runtime) wantWork(q *queueRun, available, scheduled bool) {
+	if available {
+		q.wantClaim.Store(true)
+		signal(rt.wakeFetch)
+	}
+	if scheduled {
+		q.wantPromote.Store(true)
+		signal(rt.wakeMaint)
+	}
+}
+
+// queuesOfOutcomes returns the distinct queues of a batch.
+func queuesOfOutcomes(batch []outcome) []*queueRun {
+	attempts := make([]*attempt, len(batch))
+	for i, o := range batch {
+		attempts[i] = o.a
+	}
+	return queuesOf(attempts)
 }
 
 func scanID(r pgx.CollectableRow) (ulid.ULID, error) {

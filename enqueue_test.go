@@ -282,7 +282,7 @@ func TestClosedClient(t *testing.T) {
 	if _, err := q.Enqueue(context.Background(), 1, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Enqueue after Close = %v", err)
 	}
-	w := q.NewWorker(func(context.Context, *Job[int]) error { return nil }, nil)
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, nil))
 	if err := w.Run(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Run after Close = %v", err)
 	}

@@ -1,6 +1,8 @@
 package pgqueue
 
 import (
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -55,4 +57,91 @@ type Event struct {
 	RepeatedAs ulid.ULID
 	// Elapsed is how long the handler ran (EventCompleted, EventRetrying, EventFailed).
 	Elapsed time.Duration
+}
+
+// emitter hands a worker's events to its OnEvent, in order, from a goroutine of its own. Events
+// wait in memory until OnEvent takes them, so no loop of the runtime (nor the listener) ever
+// waits for user code: a slow or blocking OnEvent delays only the later events of its worker.
+type emitter struct {
+	queue string
+	fn    func(Event) // nil: events are dropped at once
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	pending []Event
+	closing bool
+	wake    chan struct{}
+	done    chan struct{} // closed when the delivering goroutine has returned
+}
+
+func newEmitter(queue string, fn func(Event), log *slog.Logger) *emitter {
+	return &emitter{queue: queue, fn: fn, log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// start starts the delivering goroutine.
+func (e *emitter) start() {
+	if e.fn == nil {
+		close(e.done)
+		return
+	}
+	go e.deliver()
+}
+
+// emit queues ev for OnEvent. It never blocks.
+func (e *emitter) emit(ev Event) {
+	if e.fn == nil {
+		return
+	}
+	ev.Queue = e.queue
+	e.mu.Lock()
+	e.pending = append(e.pending, ev)
+	e.mu.Unlock()
+	signal(e.wake)
+}
+
+// deliver calls OnEvent with each queued event until close has been called and none is left.
+func (e *emitter) deliver() {
+	defer close(e.done)
+	for {
+		e.mu.Lock()
+		batch, closing := e.pending, e.closing
+		e.pending = nil
+		e.mu.Unlock()
+		for _, ev := range batch {
+			e.call(ev)
+		}
+		if len(batch) == 0 {
+			if closing {
+				return
+			}
+			<-e.wake
+		}
+	}
+}
+
+// call calls OnEvent. A panic there is logged, not spread.
+func (e *emitter) call(ev Event) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.log.Error("pgqueue: OnEvent panicked", "event", ev.Kind, "panic", v)
+		}
+	}()
+	e.fn(ev)
+}
+
+// close lets the delivering goroutine end once every queued event is delivered, and waits up to
+// timeout for that; it reports whether it ended.
+func (e *emitter) close(timeout time.Duration) bool {
+	e.mu.Lock()
+	e.closing = true
+	e.mu.Unlock()
+	signal(e.wake)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-e.done:
+		return true
+	case <-t.C:
+		return false
+	}
 }

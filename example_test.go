@@ -103,7 +103,7 @@ func Example_worker() {
 	defer client.Close()
 	emails, _ := pgqueue.NewQueue[Email](client, "emails")
 
-	worker := emails.NewWorker(func(ctx context.Context, job *pgqueue.Job[Email]) error {
+	worker, err := emails.NewWorker(func(ctx context.Context, job *pgqueue.Job[Email]) error {
 		// Runs at least once per job: make it idempotent.
 		return send(ctx, job.Payload)
 	}, &pgqueue.WorkerOptions{
@@ -114,6 +114,9 @@ func Example_worker() {
 			}
 		},
 	})
+	if err != nil {
+		log.Fatal(err) // an invalid option, named with its queue
+	}
 	if err := worker.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Fatal(err)
 	}

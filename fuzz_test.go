@@ -181,7 +181,7 @@ func FuzzWorkerOptions(f *testing.F) {
 		}
 		for _, listening := range []bool{true, false} {
 			d := o.withDefaults(slog.New(slog.DiscardHandler), listening)
-			err := d.validate()
+			err := d.validate("fuzz")
 			if err != nil {
 				if !errors.Is(err, ErrInvalidOption) {
 					t.Fatalf("validate(%+v) = %v, want ErrInvalidOption", d, err)

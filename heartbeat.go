@@ -10,203 +10,221 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// heartbeatLoop extends the leases of the worker's running jobs every HeartbeatInterval until
-// ctx ends, and at once when the listener reconnects: a cancellation may have been announced
-// while it was away.
-func (e *engine) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(e.opts.HeartbeatInterval)
+// heartbeatLoop extends the leases of the runtime's running jobs until ctx ends: every tick
+// (the shortest HeartbeatInterval of its queues) those whose queue's interval has come round,
+// and all of them at once when the listener reconnects, since a cancellation may have been
+// announced while it was away. It also gives up handlers overdue past their JobTimeout.
+func (rt *runtime) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(rt.heartbeatEvery)
 	defer t.Stop()
 	for {
+		all := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-e.checkLeases:
+		case <-rt.checkLeases:
+			all = true
 		}
-		e.giveUpOverdue(time.Now())
-		e.heartbeat(ctx)
+		rt.giveUpOverdue(time.Now())
+		rt.heartbeat(ctx, all)
 	}
 }
 
-// heartbeat extends, in one statement, the lease of every job whose handler is running. A job
-// the statement does not return lost its lock: its context is cancelled with ErrLockLost and
-// its outcome will be ignored. When the database cannot be reached, jobs whose lease must have
-// run out by now are given up the same way, since another worker may already run them.
-//
-// Jobs whose handlers have returned are left to the completer, so the two statements mostly
-// touch disjoint rows.
-func (e *engine) heartbeat(ctx context.Context) {
-	e.mu.Lock()
-	var running, completedInTx []*activeJob
-	var firstLeaseEnd time.Time
-	for _, j := range e.jobs {
+// beat is what one heartbeat sends: attempts and, in the same order, the columns of the
+// statement.
+type beat struct {
+	attempts      []*attempt
+	ids, tokens   [][16]byte
+	leaseMs       []int64
+	firstLeaseEnd time.Time
+}
+
+func (b *beat) add(a *attempt) {
+	b.attempts = append(b.attempts, a)
+	b.ids, b.tokens = append(b.ids, a.id), append(b.tokens, a.token)
+	b.leaseMs = append(b.leaseMs, a.q.opts.LockDuration.Milliseconds())
+	if b.firstLeaseEnd.IsZero() || a.leaseEnd.Before(b.firstLeaseEnd) {
+		b.firstLeaseEnd = a.leaseEnd
+	}
+}
+
+// dueBeats returns, in id order, the running attempts to extend now (all, or those whose
+// queue's HeartbeatInterval has passed since their lease was last set, give or take a tick),
+// and apart the attempts completed in their handler's transaction.
+func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {
+	rt.mu.Lock()
+	for _, a := range rt.attempts {
+		o := a.q.opts
+		due := a.leaseEnd.Add(o.HeartbeatInterval - o.LockDuration - rt.heartbeatEvery/2)
 		switch {
-		case j.state != stateRunning:
-		case j.completedInTx.Load():
-			// Its row may be gone, or locked by the handler's transaction: extended apart.
-			completedInTx = append(completedInTx, j)
-		default:
-			running = append(running, j)
-			if firstLeaseEnd.IsZero() || j.leaseEnd.Before(firstLeaseEnd) {
-				firstLeaseEnd = j.leaseEnd
-			}
+		case a.state == attemptInTx:
+			inTx.add(a)
+		case a.state == attemptRunning && (all || !now.Before(due)):
+			running.add(a)
 		}
 	}
-	e.mu.Unlock()
-	if len(completedInTx) > 0 {
-		e.extendCompletedInTx(ctx, completedInTx)
-	}
-	if len(running) == 0 {
-		return
-	}
+	rt.mu.Unlock()
 	// Rows are locked in id order, as the completer locks them, so that a job finishing while
 	// the heartbeat is under way cannot make the two statements deadlock.
-	slices.SortFunc(running, func(a, b *activeJob) int { return a.id.Compare(b.id) })
-	ids, tokens := make([][16]byte, len(running)), make([][16]byte, len(running))
-	for i, j := range running {
-		ids[i], tokens[i] = j.id, j.token
-	}
+	sortBeat(&running)
+	return running, inTx
+}
 
-	// A slow heartbeat is given until the first of these leases runs out (and at least an
-	// interval): cutting it off sooner would only give up jobs whose leases still hold.
-	qctx, cancel := context.WithTimeout(ctx, max(e.opts.HeartbeatInterval, time.Until(firstLeaseEnd)))
+func sortBeat(b *beat) {
+	slices.SortFunc(b.attempts, func(x, y *attempt) int { return x.id.Compare(y.id) })
+	for i, a := range b.attempts {
+		b.ids[i], b.tokens[i], b.leaseMs[i] = a.id, a.token, a.q.opts.LockDuration.Milliseconds()
+	}
+}
+
+// heartbeat extends, in one statement, the lease of every running attempt due for it. An
+// attempt the statement does not return lost its lock: its context is cancelled with
+// ErrLockLost (ErrCancelled if the job was cancelled) and its outcome will be ignored. When the
+// database cannot be reached, attempts whose lease must have run out by now are given up the
+// same way, since another process may already run them. Attempts whose handlers have returned
+// are left to the completer, so the two statements mostly touch disjoint rows.
+func (rt *runtime) heartbeat(ctx context.Context, all bool) {
+	running, inTx := rt.dueBeats(time.Now(), all)
+	if len(inTx.attempts) > 0 {
+		rt.extendInTx(ctx, inTx)
+	}
+	if len(running.attempts) == 0 {
+		return
+	}
+	// A slow heartbeat is given until the first of these leases runs out (and at least a
+	// tick): cutting it off sooner would only give up jobs whose leases still hold.
+	qctx, cancel := context.WithTimeout(ctx, max(rt.heartbeatEvery, time.Until(running.firstLeaseEnd)))
 	defer cancel()
 	sent := time.Now()
-	rows, err := e.c.pool.Query(qctx, heartbeatSQL, ids, tokens, e.opts.LockDuration.Milliseconds())
+	rows, err := rt.c.pool.Query(qctx, heartbeatSQL, running.ids, running.tokens, running.leaseMs)
 	var held []ulid.ULID
 	if err == nil {
 		held, err = pgx.CollectRows(rows, scanID)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			e.reportError("pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
+			rt.reportError(queuesOf(running.attempts), "pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
 		}
-		e.expireLeases(time.Now())
+		rt.expireLeases(time.Now())
 		return
 	}
-
 	stillHeld := make(map[ulid.ULID]bool, len(held))
 	for _, id := range held {
 		stillHeld[id] = true
 	}
-	var gone []*activeJob
-	e.mu.Lock()
-	for _, j := range running {
+	var gone []*attempt
+	rt.mu.Lock()
+	for _, a := range running.attempts {
 		switch {
-		case e.jobs[j.id] != j:
+		case rt.attempts[a.id] != a:
 			// Settled or given up meanwhile, or claimed again: the entry is a newer attempt.
-		case stillHeld[j.id]:
-			j.leaseEnd = sent.Add(e.opts.LockDuration)
-		case j.state == stateRunning && !j.completedInTx.Load():
-			gone = append(gone, j)
+		case stillHeld[a.id]:
+			a.leaseEnd = sent.Add(a.q.opts.LockDuration)
+		case a.state == attemptRunning:
+			gone = append(gone, a)
 		}
 	}
-	e.mu.Unlock()
+	rt.mu.Unlock()
 	if len(gone) > 0 {
-		e.giveUp(qctx, gone)
+		rt.giveUp(qctx, gone)
 	}
 }
 
-// extendCompletedInTx extends the leases of running jobs that their handlers completed in a
-// transaction of their own (Job.CompleteTx), without waiting for rows that such a transaction
-// still locks. A job whose transaction committed needs no lease any more; one whose transaction
-// rolled back is the handler's again, and without this its lease would run out while the handler
-// runs, and another worker would run it a second time. A job the statement does not return is
+// extendInTx extends the leases of running attempts whose handlers completed the job in a
+// transaction of their own (Job.CompleteTx), without waiting for rows such a transaction still
+// locks. A job whose transaction committed needs no lease any more; one whose transaction rolled
+// back is the handler's again, and without this its lease would run out while the handler runs
+// and another process would run it a second time. An attempt the statement does not extend is
 // given up only if its transaction rolled back and another attempt holds the job; otherwise the
 // completer settles it when its handler returns.
-func (e *engine) extendCompletedInTx(ctx context.Context, jobs []*activeJob) {
-	ids, tokens := make([][16]byte, len(jobs)), make([][16]byte, len(jobs))
-	for i, j := range jobs {
-		ids[i], tokens[i] = j.id, j.token
-	}
-	qctx, cancel := context.WithTimeout(ctx, e.opts.HeartbeatInterval)
+func (rt *runtime) extendInTx(ctx context.Context, b beat) {
+	qctx, cancel := context.WithTimeout(ctx, rt.heartbeatEvery)
 	defer cancel()
 	sent := time.Now()
-	rows, err := e.c.pool.Query(qctx, heartbeatUnlockedSQL, ids, tokens, e.opts.LockDuration.Milliseconds())
+	rows, err := rt.c.pool.Query(qctx, heartbeatUnlockedSQL, b.ids, b.tokens, b.leaseMs)
 	var extended []ulid.ULID
 	if err == nil {
 		extended, err = pgx.CollectRows(rows, scanID)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			e.reportError("pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
+			rt.reportError(queuesOf(b.attempts), "pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
 		}
 		return
 	}
-	var others []*activeJob
-	e.mu.Lock()
-	for _, j := range jobs {
-		if e.jobs[j.id] != j {
-			continue
-		}
-		if slices.Contains(extended, j.id) {
-			j.leaseEnd = sent.Add(e.opts.LockDuration)
-		} else {
-			others = append(others, j)
+	var others []*attempt
+	rt.mu.Lock()
+	for _, a := range b.attempts {
+		switch {
+		case rt.attempts[a.id] != a:
+		case slices.Contains(extended, a.id):
+			a.leaseEnd = sent.Add(a.q.opts.LockDuration)
+		default:
+			others = append(others, a)
 		}
 	}
-	e.mu.Unlock()
+	rt.mu.Unlock()
 	// Not extended: its transaction is open or committed, or holds the row for a moment (an
 	// Update, a Cancel), or it rolled back and the job went to another attempt meanwhile. In
 	// that last case the handler has lost the job.
-	taken := e.lostAfterRollback(ctx, others)
-	if len(taken) == 0 {
-		return
-	}
-	var lost []*activeJob
-	e.mu.Lock()
-	for _, j := range taken {
-		if e.jobs[j.id] == j && j.state == stateRunning {
-			j.completedInTx.Store(false)
-			lost = append(lost, e.abandon(j, ErrLockLost))
+	taken := rt.lostAfterRollback(ctx, others)
+	var lost []*attempt
+	rt.mu.Lock()
+	for _, a := range taken {
+		if rt.attempts[a.id] == a && a.state == attemptInTx {
+			lost = append(lost, rt.abandon(a, ErrLockLost))
 		}
 	}
-	e.mu.Unlock()
-	e.reportLost(lost)
+	rt.mu.Unlock()
+	rt.reportLost(lost)
 }
 
-// lostAfterRollback returns the jobs, of those their handlers completed with Job.CompleteTx,
-// whose transaction rolled back and which another attempt holds now. On an error it returns
-// none, which leaves them as they were.
-func (e *engine) lostAfterRollback(ctx context.Context, jobs []*activeJob) []*activeJob {
+// lostAfterRollback returns the attempts, of those whose handlers completed the job with
+// Job.CompleteTx, whose transaction rolled back and whose job another attempt holds now. On an
+// error it returns none, which leaves them as they were.
+func (rt *runtime) lostAfterRollback(ctx context.Context, attempts []*attempt) []*attempt {
 	var ids, tokens [][16]byte
 	var xacts []string
-	byID := map[ulid.ULID]*activeJob{}
-	for _, j := range jobs {
-		if x := j.completeXact.Load(); x != nil {
-			ids, tokens, xacts = append(ids, j.id), append(tokens, j.token), append(xacts, *x)
-			byID[j.id] = j
+	byID := map[ulid.ULID]*attempt{}
+	rt.mu.Lock()
+	for _, a := range attempts {
+		if a.xact != "" {
+			ids, tokens, xacts = append(ids, a.id), append(tokens, a.token), append(xacts, a.xact)
+			byID[a.id] = a
 		}
 	}
+	rt.mu.Unlock()
 	if len(ids) == 0 {
 		return nil
 	}
-	qctx, cancel := context.WithTimeout(ctx, e.opts.HeartbeatInterval)
+	qctx, cancel := context.WithTimeout(ctx, rt.heartbeatEvery)
 	defer cancel()
-	rows, _ := e.c.pool.Query(qctx, lostAfterRollbackSQL, ids, tokens, xacts)
+	rows, _ := rt.c.pool.Query(qctx, lostAfterRollbackSQL, ids, tokens, xacts)
 	lostIDs, err := pgx.CollectRows(rows, scanID)
 	if err != nil {
 		if ctx.Err() == nil {
-			e.reportError("pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: transaction status: %w", err))
+			rt.reportError(queuesOf(attempts), "pgqueue: heartbeat",
+				fmt.Errorf("pgqueue: heartbeat: transaction status: %w", err))
 		}
 		return nil
 	}
-	lost := make([]*activeJob, 0, len(lostIDs))
+	lost := make([]*attempt, 0, len(lostIDs))
 	for _, id := range lostIDs {
 		lost = append(lost, byID[id])
 	}
 	return lost
 }
 
-// giveUp abandons running jobs whose lock is gone: cancelled ones with ErrCancelled, the others
-// (taken back after their lease ran out, re-claimed, deleted) with ErrLockLost.
-func (e *engine) giveUp(ctx context.Context, jobs []*activeJob) {
-	ids := make([][16]byte, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.id
+// giveUp abandons running attempts whose lock is gone: cancelled jobs with ErrCancelled, the
+// others (taken back after their lease ran out, re-claimed, deleted) with ErrLockLost.
+func (rt *runtime) giveUp(ctx context.Context, gone []*attempt) {
+	ids := make([][16]byte, len(gone))
+	for i, a := range gone {
+		ids[i] = a.id
 	}
 	cancelled := map[ulid.ULID]bool{}
-	rows, err := e.c.pool.Query(ctx, lostStatusSQL, ids)
+	rows, err := rt.c.pool.Query(ctx, lostStatusSQL, ids)
 	if err == nil {
 		var id ulid.ULID
 		var status Status
@@ -216,67 +234,32 @@ func (e *engine) giveUp(ctx context.Context, jobs []*activeJob) {
 		})
 	}
 	if err != nil {
-		e.log.Warn("pgqueue: read the status of jobs whose lock was lost", "error", err)
+		rt.c.cfg.Logger.Warn("pgqueue: read the status of jobs whose lock was lost", "error", err)
 	}
-	var lost, stopped []*activeJob
-	e.mu.Lock()
-	for _, j := range jobs {
-		if e.jobs[j.id] != j || j.state != stateRunning || j.completedInTx.Load() {
+	var lost, stopped []*attempt
+	rt.mu.Lock()
+	for _, a := range gone {
+		if rt.attempts[a.id] != a || a.state != attemptRunning {
 			continue
 		}
-		if cancelled[j.id] {
-			stopped = append(stopped, e.abandon(j, ErrCancelled))
+		if cancelled[a.id] {
+			stopped = append(stopped, rt.abandon(a, ErrCancelled))
 		} else {
-			lost = append(lost, e.abandon(j, ErrLockLost))
+			lost = append(lost, rt.abandon(a, ErrLockLost))
 		}
 	}
-	e.mu.Unlock()
-	e.reportCancelled(stopped)
-	e.reportLost(lost)
+	rt.mu.Unlock()
+	rt.reportCancelled(stopped)
+	rt.reportLost(lost)
 }
 
-// expireLeases gives up running jobs whose lease has surely run out by now (by the local
-// clock, counted from before the claim or heartbeat that set it).
-func (e *engine) expireLeases(now time.Time) {
-	var lost []*activeJob
-	e.mu.Lock()
-	for _, j := range e.jobs {
-		if j.state == stateRunning && now.After(j.leaseEnd) && !j.completedInTx.Load() {
-			lost = append(lost, e.abandon(j, ErrLockLost))
+// queuesOf returns the distinct queues of attempts.
+func queuesOf(attempts []*attempt) []*queueRun {
+	var qs []*queueRun
+	for _, a := range attempts {
+		if !slices.Contains(qs, a.q) {
+			qs = append(qs, a.q)
 		}
 	}
-	e.mu.Unlock()
-	e.reportLost(lost)
-}
-
-// abandon gives up a running job whose lock is gone, cancelling its handler's context with
-// cause. The caller holds e.mu.
-func (e *engine) abandon(j *activeJob, cause error) *activeJob {
-	j.state = stateAbandoned
-	delete(e.jobs, j.id)
-	j.cancel(cause)
-	return j
-}
-
-// reportCancelled logs and reports jobs stopped because they were cancelled.
-func (e *engine) reportCancelled(stopped []*activeJob) {
-	for _, j := range stopped {
-		e.log.Info("pgqueue: running job cancelled", "job", j.id, "attempt", j.attempt)
-		e.emit(Event{Kind: EventCancelled, JobID: j.id, Attempt: j.attempt})
-	}
-	if len(stopped) > 0 {
-		signal(e.freed)
-	}
-}
-
-// reportLost logs and reports jobs given up by abandon.
-func (e *engine) reportLost(lost []*activeJob) {
-	for _, j := range lost {
-		e.log.Warn("pgqueue: lost the lock of a running job; its outcome will be ignored",
-			"job", j.id, "attempt", j.attempt)
-		e.emit(Event{Kind: EventLockLost, JobID: j.id, Attempt: j.attempt})
-	}
-	if len(lost) > 0 {
-		signal(e.freed)
-	}
+	return qs
 }

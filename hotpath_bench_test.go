@@ -9,8 +9,8 @@ import (
 // Micro-benchmarks of the statements on the hot path, each on batches of 100 jobs, and of the
 // payload codec. Run with: go test -run '^$' -bench 'Statement|Payload' ./...
 
-// benchEngine returns an engine for queue "hot" holding n available jobs.
-func benchEngine(b *testing.B, n int) (*bundle, *engine) {
+// benchRuntime returns a runtime serving queue "hot", which holds n available jobs.
+func benchRuntime(b *testing.B, n int) *runtime {
 	b.Helper()
 	bb := setup(b)
 	q := newQueue[int](b, bb.client, "hot")
@@ -21,55 +21,58 @@ func benchEngine(b *testing.B, n int) (*bundle, *engine) {
 		}
 	}
 	bb.exec("VACUUM ANALYZE pgqueue_jobs")
-	opts := WorkerOptions{Concurrency: 100}.withDefaults(testLogger(b), true)
-	return bb, newEngine(bb.client, "hot", opts, func(context.Context, *jobRow, *activeJob) error { return nil })
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 100}))
+	return newRuntime(bb.client, []*workerSpec{&w.spec})
 }
 
-// claim takes 100 jobs into e.jobs, as running.
-func (e *engine) benchClaim(b *testing.B) []*jobRow {
-	res, err := e.fetch(b.Context(), 100, false, false)
-	if err != nil || len(res.jobs) != 100 {
-		b.Fatalf("claim: %d jobs, %v", len(res.jobs), err)
+// benchClaim claims 100 jobs and records them as running attempts.
+func (rt *runtime) benchClaim(b *testing.B) []*attempt {
+	q := rt.queues[0]
+	claimed, sent, err := rt.claim(b.Context(), []claimWant{{q: q, limit: 100}})
+	if err != nil || len(claimed[0]) != 100 {
+		b.Fatalf("claim: %d jobs, %v", len(claimed), err)
 	}
-	for _, r := range res.jobs {
-		e.jobs[r.id] = &activeJob{id: r.id, token: r.token, attempt: r.attempt, maxAttempts: r.maxAttempts,
-			leaseEnd: time.Now().Add(time.Minute), cancel: func(error) {}}
+	attempts := make([]*attempt, 0, 100)
+	for _, r := range claimed[0] {
+		_, a := q.newAttempt(b.Context(), r, sent, sent.Add(time.Minute))
+		rt.attempts[a.id] = a
+		attempts = append(attempts, a)
 	}
-	return res.jobs
+	return attempts
 }
 
 func BenchmarkClaimStatement100(b *testing.B) {
-	_, e := benchEngine(b, b.N*100)
+	rt := benchRuntime(b, b.N*100)
 	b.ResetTimer()
 	for range b.N {
-		e.benchClaim(b)
+		rt.benchClaim(b)
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
 }
 
 func BenchmarkHeartbeatStatement100(b *testing.B) {
-	_, e := benchEngine(b, 100)
-	e.benchClaim(b)
+	rt := benchRuntime(b, 100)
+	rt.benchClaim(b)
 	b.ResetTimer()
 	for range b.N {
-		e.heartbeat(b.Context())
+		rt.heartbeat(b.Context(), true)
 	}
-	if len(e.jobs) != 100 {
-		b.Fatalf("%d jobs still held", len(e.jobs))
+	if len(rt.attempts) != 100 {
+		b.Fatalf("%d jobs still held", len(rt.attempts))
 	}
 }
 
 func BenchmarkCompleteStatement100(b *testing.B) {
-	_, e := benchEngine(b, b.N*100)
+	rt := benchRuntime(b, b.N*100)
 	batches := make([][]outcome, b.N)
 	for i := range batches {
-		for _, r := range e.benchClaim(b) {
-			batches[i] = append(batches[i], outcome{job: e.jobs[r.id], kind: outcomeDone})
+		for _, a := range rt.benchClaim(b) {
+			batches[i] = append(batches[i], outcome{a: a, kind: outcomeDone})
 		}
 	}
 	b.ResetTimer()
 	for _, batch := range batches {
-		if err := e.settleOutcomes(b.Context(), batch); err != nil {
+		if err := rt.settleOutcomes(b.Context(), batch); err != nil {
 			b.Fatal(err)
 		}
 	}

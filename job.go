@@ -86,13 +86,7 @@ type Job[T any] struct {
 	// queue already had that key: that job is returned and nothing was inserted.
 	Duplicate bool
 
-	held *heldJob // set on the Job a handler receives
-}
-
-// heldJob ties a handler's Job to the attempt it runs.
-type heldJob struct {
-	c      *Client
-	active *activeJob
+	held *attempt // the attempt a handler's Job belongs to; nil on other Jobs
 }
 
 // Update saves payload as the job's new payload, under the lock of the running attempt: a later
@@ -102,11 +96,12 @@ func (j *Job[T]) Update(ctx context.Context, payload T) error {
 	if j.held == nil {
 		return ErrNotHeld
 	}
-	body, err := encodePayload(j.held.c.cfg, j.Queue, payload)
+	c := j.held.q.rt.c
+	body, err := encodePayload(c.cfg, j.Queue, payload)
 	if err != nil {
 		return err
 	}
-	tag, err := j.held.c.pool.Exec(ctx, updatePayloadSQL, [16]byte(j.ID), j.held.active.token, body)
+	tag, err := c.pool.Exec(ctx, updatePayloadSQL, [16]byte(j.ID), j.held.token, body)
 	if err != nil {
 		return fmt.Errorf("pgqueue: update job %s: %w", j.ID, err)
 	}
@@ -134,37 +129,47 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	if tx == nil {
 		return invalidf("CompleteTx needs a transaction")
 	}
-	c, a := j.held.c, j.held.active
-	// From here a missing row means "completed in tx", not "lock lost": the heartbeat leaves the
-	// job alone and the completer reports it completed.
-	a.completedInTx.Store(true)
-	// The transaction's id goes along in the same round trip: should the job's row later be
-	// found settled by another attempt, the worker asks whether this transaction committed.
+	a := j.held
+	rt := a.q.rt
+	// From here a missing row means "completed in tx", not "lock lost": the heartbeat extends
+	// the lease apart and the completer reports the job completed. On any failure the attempt is
+	// running again, and its lock is checked as any other's.
+	if !rt.beginCompleteTx(a) {
+		return fmt.Errorf("pgqueue: complete job %s: lock lost: %w", j.ID, ErrNotHeld)
+	}
+	xact, err := completeInTx(ctx, tx, a, rt.c.ids.next(1)[0])
+	rt.endCompleteTx(a, xact)
+	if err != nil {
+		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// completeInTx completes a's job in tx, followed by its next run (with id next) if it repeats,
+// and returns the transaction's id. The id goes along in the same round trip: should the job's
+// row later be found settled by another attempt, the runtime asks whether tx committed.
+func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (xact string, err error) {
 	b := &pgx.Batch{}
-	b.Queue(completeRepeatSQL, [][16]byte{j.ID}, [][16]byte{a.token},
-		[][16]byte{c.ids.next(1)[0]}, c.cfg.retentionOf(j.Queue).Completed != 0)
+	b.Queue(completeRepeatSQL, [][16]byte{a.id}, [][16]byte{a.token}, [][16]byte{next}, []bool{a.q.keep})
 	b.Queue(xactIDSQL)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	rows, _ := br.Query()
-	var id, next *[16]byte
-	done, err := pgx.ForEachRow(rows, []any{&id, &next}, func() error { return nil })
+	var id, repeat *[16]byte
+	done, err := pgx.ForEachRow(rows, []any{&id, &repeat}, func() error { return nil })
 	if err != nil {
-		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
+		return "", err
 	}
-	var xact string
 	if err := br.QueryRow().Scan(&xact); err != nil {
-		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
+		return "", err
 	}
 	if err := br.Close(); err != nil {
-		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
+		return "", err
 	}
 	if done.RowsAffected() == 0 {
-		a.completedInTx.Store(false)
-		return fmt.Errorf("pgqueue: complete job %s: lock lost: %w", j.ID, ErrNotHeld)
+		return "", fmt.Errorf("lock lost: %w", ErrNotHeld)
 	}
-	a.completeXact.Store(&xact)
-	return nil
+	return xact, nil
 }
 
 // jobRow is a claimed job as the claim statement returns it, before its payload is decoded.

@@ -20,7 +20,7 @@ func TestRepeat(t *testing.T) {
 	var runs atomic.Int32
 	var mu sync.Mutex
 	seen := map[ulid.ULID]bool{}
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		runs.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
@@ -29,7 +29,7 @@ func TestRepeat(t *testing.T) {
 		}
 		seen[job.ID] = true
 		return nil
-	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll})
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll}))
 	first, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{RepeatCount: 3, RepeatEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestRepeatForeverIsFindableAndRemovable(t *testing.T) {
 		t.Fatalf("second enqueue = %s (duplicate %v), want the first %s", again.ID, again.Duplicate, first.ID)
 	}
 	ev := newEvents()
-	w := q.NewWorker(func(context.Context, *Job[string]) error { return nil }, &WorkerOptions{OnEvent: ev.on})
+	w := must(q.NewWorker(func(context.Context, *Job[string]) error { return nil }, &WorkerOptions{OnEvent: ev.on}))
 	stop := startWorker(t, w)
 	c := ev.next(t, EventCompleted)
 	stop()
@@ -107,7 +107,7 @@ func TestUpdateSavesProgressForTheRetry(t *testing.T) {
 	type progress struct{ Done int }
 	q := newQueue[progress](t, b.client, "progress")
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[progress]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[progress]) error {
 		if job.Attempt == 1 {
 			for i := 1; i <= 3; i++ {
 				if err := job.Update(ctx, progress{Done: i}); err != nil {
@@ -120,7 +120,7 @@ func TestUpdateSavesProgressForTheRetry(t *testing.T) {
 			return Permanent(fmt.Errorf("retry started from %d, want the saved 3", job.Payload.Done))
 		}
 		return nil
-	}, &WorkerOptions{OnEvent: ev.on, RetryBackoff: Backoff{Initial: time.Millisecond}})
+	}, &WorkerOptions{OnEvent: ev.on, RetryBackoff: Backoff{Initial: time.Millisecond}}))
 	job, err := q.Enqueue(t.Context(), progress{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -147,12 +147,12 @@ func TestUpdateAfterLockLost(t *testing.T) {
 	}
 	started := make(chan struct{})
 	result := make(chan error, 1)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		close(started)
 		<-ctx.Done()
 		result <- job.Update(context.Background(), 2)
 		return nil
-	}, &WorkerOptions{LockDuration: 300 * time.Millisecond, PollInterval: noPoll})
+	}, &WorkerOptions{LockDuration: 300 * time.Millisecond, PollInterval: noPoll}))
 	startWorker(t, w)
 	<-started
 	b.exec("UPDATE pgqueue_jobs SET lock_token = gen_random_uuid() WHERE id = $1", [16]byte(job.ID))
@@ -171,7 +171,7 @@ func TestCompleteTx(t *testing.T) {
 	b.exec("CREATE TABLE ledger (job uuid PRIMARY KEY, amount int)")
 	q := newQueue[int](t, b.client, "ledger")
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		tx, err := b.pool.Begin(ctx)
 		if err != nil {
 			return err
@@ -187,7 +187,7 @@ func TestCompleteTx(t *testing.T) {
 			return errors.New("rolled back") // the deferred rollback undoes both
 		}
 		return tx.Commit(ctx)
-	}, &WorkerOptions{OnEvent: ev.on, RetryBackoff: Backoff{Initial: time.Millisecond}})
+	}, &WorkerOptions{OnEvent: ev.on, RetryBackoff: Backoff{Initial: time.Millisecond}}))
 	good, err := q.Enqueue(t.Context(), 10, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -227,13 +227,13 @@ func TestSnooze(t *testing.T) {
 	q := newQueue[int](t, b.client, "snooze")
 	ev := newEvents()
 	attempts := make(chan int, 3)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		attempts <- job.Attempt
 		if len(attempts) == 1 {
 			return Snooze(200 * time.Millisecond)
 		}
 		return nil
-	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll})
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll}))
 	job, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -258,9 +258,9 @@ func TestPermanentFailsAtOnce(t *testing.T) {
 	b := setup(t)
 	q := newQueue[int](t, b.client, "permanent")
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		return Permanent(errors.New("invalid account"))
-	}, &WorkerOptions{OnEvent: ev.on})
+	}, &WorkerOptions{OnEvent: ev.on}))
 	if _, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{MaxAttempts: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -360,12 +360,12 @@ func TestRetention(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	q := newQueue[bool](t, c, "kept")
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[bool]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[bool]) error {
 		if job.Payload {
 			return nil
 		}
 		return Permanent(errors.New("no"))
-	}, &WorkerOptions{OnEvent: ev.on, PollInterval: 50 * time.Millisecond})
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: 50 * time.Millisecond}))
 	ok, err := q.Enqueue(t.Context(), true, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -99,7 +99,7 @@ func TestJobsStatusesAndPlaces(t *testing.T) {
 	q := newQueue[string](t, b.client, "mixed")
 	ev := newEvents()
 	release := make(chan struct{})
-	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
 		switch job.Payload {
 		case "fails":
 			return Permanent(errors.New("bad"))
@@ -107,7 +107,7 @@ func TestJobsStatusesAndPlaces(t *testing.T) {
 			<-release
 		}
 		return nil
-	}, &WorkerOptions{Concurrency: 2, OnEvent: ev.on, PollInterval: noPoll})
+	}, &WorkerOptions{Concurrency: 2, OnEvent: ev.on, PollInterval: noPoll}))
 	runs, _ := q.Enqueue(ctx, "runs", &EnqueueOptions{Priority: 9})
 	fails, _ := q.Enqueue(ctx, "fails", &EnqueueOptions{Priority: 8})
 	startWorker(t, w)

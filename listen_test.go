@@ -23,10 +23,10 @@ func TestListenWakesIdleWorker(t *testing.T) {
 	q := newQueue[int](t, b.client, "wake")
 	ran := make(chan int, 10)
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		ran <- job.Payload
 		return nil
-	}, &WorkerOptions{PollInterval: noPoll, OnEvent: ev.on})
+	}, &WorkerOptions{PollInterval: noPoll, OnEvent: ev.on}))
 	startWorker(t, w)
 	waitListening(t, b.client, 1)
 	ev.next(t, EventDrained) // idle, with an empty queue
@@ -64,10 +64,10 @@ func TestScheduledJobStartsWhenDue(t *testing.T) {
 	b := setup(t)
 	q := newQueue[int](t, b.client, "due")
 	ran := make(chan time.Time, 2)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		ran <- time.Now()
 		return nil
-	}, &WorkerOptions{PollInterval: noPoll})
+	}, &WorkerOptions{PollInterval: noPoll}))
 	startWorker(t, w)
 	waitListening(t, b.client, 1)
 
@@ -97,10 +97,10 @@ func TestListenerReconnects(t *testing.T) {
 	b := setup(t)
 	q := newQueue[int](t, b.client, "reconnect")
 	ran := make(chan int, 10)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		ran <- job.Payload
 		return nil
-	}, &WorkerOptions{PollInterval: noPoll})
+	}, &WorkerOptions{PollInterval: noPoll}))
 	startWorker(t, w)
 	waitListening(t, b.client, 1)
 
@@ -132,8 +132,8 @@ func TestListenerIsSharedAndStopsWithLastWorker(t *testing.T) {
 	q1 := newQueue[int](t, b.client, "one")
 	q2 := newQueue[int](t, b.client, "two")
 	h := func(context.Context, *Job[int]) error { return nil }
-	stop1 := startWorker(t, q1.NewWorker(h, nil))
-	stop2 := startWorker(t, q2.NewWorker(h, nil))
+	stop1 := startWorker(t, must(q1.NewWorker(h, nil)))
+	stop2 := startWorker(t, must(q2.NewWorker(h, nil)))
 	waitListening(t, b.client, 1)
 	// One LISTEN connection serves both workers.
 	var listening int
@@ -164,10 +164,10 @@ func TestCoalescedNotificationsStrandNothing(t *testing.T) {
 	b := setup(t)
 	q := newQueue[int](t, b.client, "burst")
 	var ran atomic.Int32
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		ran.Add(1)
 		return nil
-	}, &WorkerOptions{PollInterval: noPoll, Concurrency: 4})
+	}, &WorkerOptions{PollInterval: noPoll, Concurrency: 4}))
 	startWorker(t, w)
 	waitListening(t, b.client, 1)
 

@@ -307,11 +307,11 @@ func modelWork(rt *rapid.T, q *Queue[int], m *queueModel, outcome string) {
 	if outcome == "shutdown" {
 		opts.ShutdownTimeout = 20 * time.Millisecond
 	}
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		h := handedJob{job: job, reply: make(chan func(context.Context) error, 1)}
 		handed <- h
 		return (<-h.reply)(ctx)
-	}, opts)
+	}, opts))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -676,10 +676,10 @@ func TestUnstorableValuesRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	updated := make(chan error, 1)
-	w := upd.NewWorker(func(ctx context.Context, job *Job[json.RawMessage]) error {
+	w := must(upd.NewWorker(func(ctx context.Context, job *Job[json.RawMessage]) error {
 		updated <- job.Update(ctx, badPayloads["NUL escape"])
 		return nil
-	}, &WorkerOptions{Concurrency: 1})
+	}, &WorkerOptions{Concurrency: 1}))
 	startWorker(t, w)
 	if err := receive(t, updated, 30*time.Second, "Update"); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("Update with U+0000 = %v, want ErrInvalidOption", err)

@@ -19,10 +19,10 @@ func TestPauseSeenByAnotherClient(t *testing.T) {
 	other := b.newClient()
 	q := newQueue[int](t, other, "pausable")
 	ran := make(chan int, 10)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		ran <- job.Payload
 		return nil
-	}, &WorkerOptions{PollInterval: noPoll})
+	}, &WorkerOptions{PollInterval: noPoll}))
 	startWorker(t, w)
 	waitListening(t, other, 1)
 
@@ -59,12 +59,12 @@ func TestCancelRunningJob(t *testing.T) {
 	started := make(chan struct{})
 	cause := make(chan error, 1)
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		close(started)
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
 		return nil // a late success must change nothing
-	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll, LockDuration: time.Minute})
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll, LockDuration: time.Minute}))
 	startWorker(t, w)
 	<-started
 
@@ -171,8 +171,8 @@ func TestCancelFinishedJob(t *testing.T) {
 	b := setup(t)
 	q := newQueue[int](t, b.client, "finished")
 	ev := newEvents()
-	w := q.NewWorker(func(context.Context, *Job[int]) error { return Permanent(errors.New("no")) },
-		&WorkerOptions{OnEvent: ev.on})
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return Permanent(errors.New("no")) },
+		&WorkerOptions{OnEvent: ev.on}))
 	job, err := q.Enqueue(t.Context(), 1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -196,11 +196,11 @@ func TestDeleteWaiting(t *testing.T) {
 	q := newQueue[int](t, b.client, "purge")
 	release := make(chan struct{})
 	var started atomic.Int32
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		started.Add(1)
 		<-release
 		return nil
-	}, &WorkerOptions{Concurrency: 2})
+	}, &WorkerOptions{Concurrency: 2}))
 	if _, err := q.EnqueueMany(t.Context(), make([]int, 1000), nil); err != nil {
 		t.Fatal(err)
 	}

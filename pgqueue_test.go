@@ -200,6 +200,15 @@ func newQueue[T any](t testing.TB, c *Client, name string) *Queue[T] {
 	return q
 }
 
+// must returns v, or panics with err: for calls whose failure is a bug of the test itself, such
+// as NewWorker with valid options.
+func must[V any](v V, err error) V {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 // startWorker runs w until the test ends (or the returned stop is called) and checks that Run
 // returned nil.
 func startWorker[T any](t testing.TB, w *Worker[T]) (stop func()) {

@@ -23,7 +23,7 @@ func TestPoisonJobsDoNotStallTheWorker(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	var fine atomic.Int32
-	w := q.NewWorker(func(ctx context.Context, job *Job[task]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[task]) error {
 		switch job.Payload.Kind {
 		case "panic":
 			panic("handler bug")
@@ -34,7 +34,7 @@ func TestPoisonJobsDoNotStallTheWorker(t *testing.T) {
 		}
 		return nil
 	}, &WorkerOptions{Concurrency: 1, JobTimeout: 200 * time.Millisecond, ShutdownTimeout: 200 * time.Millisecond,
-		LockDuration: time.Second})
+		LockDuration: time.Second}))
 
 	// An old producer wrote a payload of another shape.
 	old := newQueue[[]int](t, b.client, "poison")

@@ -143,13 +143,13 @@ func TestTransactionPooler(t *testing.T) {
 			q := newQueue[int](t, c, "pooled-"+mode.name)
 			ev := newEvents()
 			cause := make(chan error, 1)
-			w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 				if job.Payload < 0 { // runs until cancelled
 					<-ctx.Done()
 					cause <- context.Cause(ctx)
 				}
 				return nil
-			}, &WorkerOptions{OnEvent: ev.on, Concurrency: 4, LockDuration: 3 * time.Second})
+			}, &WorkerOptions{OnEvent: ev.on, Concurrency: 4, LockDuration: 3 * time.Second}))
 			startWorker(t, w)
 
 			if _, err := q.Enqueue(t.Context(), 1, nil); err != nil {

@@ -62,11 +62,11 @@ func helperWorker() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		fmt.Printf("started %s\n", job.ID)
 		<-ctx.Done()
 		return ctx.Err()
-	}, &WorkerOptions{LockDuration: 2 * time.Second, PollInterval: 50 * time.Millisecond})
+	}, &WorkerOptions{LockDuration: 2 * time.Second, PollInterval: 50 * time.Millisecond}))
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -230,8 +230,8 @@ func chaosMain() int {
 			fmt.Printf("event %s %s\n", ev.Kind, ev.JobID)
 		}
 	}
-	w := q.NewWorker(handler, &WorkerOptions{Concurrency: concurrency, LockDuration: lock,
-		PollInterval: poll, OnEvent: onEvent})
+	w := must(q.NewWorker(handler, &WorkerOptions{Concurrency: concurrency, LockDuration: lock,
+		PollInterval: poll, OnEvent: onEvent}))
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

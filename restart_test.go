@@ -116,14 +116,14 @@ func testRestarts(t *testing.T, mode string, poll time.Duration) {
 		return err
 	}
 	stopWorkers := []func(){
-		startWorker(t, stream.NewWorker(record, opts)),
-		startWorker(t, stream.NewWorker(record, opts)),
+		startWorker(t, must(stream.NewWorker(record, opts))),
+		startWorker(t, must(stream.NewWorker(record, opts))),
 	}
 	probed := make(chan time.Time, 10)
-	stopWorkers = append(stopWorkers, startWorker(t, probe.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	stopWorkers = append(stopWorkers, startWorker(t, must(probe.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		probed <- time.Now()
 		return nil
-	}, &WorkerOptions{PollInterval: noPoll})))
+	}, &WorkerOptions{PollInterval: noPoll}))))
 	waitListening(t, client, 1)
 
 	// done returns how many distinct jobs have run, or -1 while the server cannot answer.

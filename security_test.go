@@ -80,13 +80,13 @@ func TestHostileSchemaName(t *testing.T) {
 	// The worker polls once an hour: only NOTIFY on the schema's channel can wake it.
 	evs := newEvents()
 	ran := make(chan string, 10)
-	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
 		ran <- job.Payload
 		if job.Payload == "block" {
 			<-ctx.Done()
 		}
 		return nil
-	}, &WorkerOptions{Concurrency: 2, PollInterval: time.Hour, OnEvent: evs.on})
+	}, &WorkerOptions{Concurrency: 2, PollInterval: time.Hour, OnEvent: evs.on}))
 	startWorker(t, w)
 	evs.next(t, EventDrained)
 	waitFor(t, 10*time.Second, "the listener to listen", func() bool { return client.listener.pid.Load() != 0 })
@@ -210,7 +210,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = client.Close() })
 	q := newQueue[string](t, client, "restricted")
-	must := func(what string, err error) {
+	check := func(what string, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s as the restricted role: %v", what, err)
@@ -218,43 +218,43 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 
 	changes, err := q.Watch(ctx)
-	must("Watch", err)
+	check("Watch", err)
 	nextChange(t, changes, ChangeResync)
-	must("Pause", q.Pause(ctx))
-	must("Resume", q.Resume(ctx))
+	check("Pause", q.Pause(ctx))
+	check("Resume", q.Resume(ctx))
 
 	ok, err := q.Enqueue(ctx, "ok", &EnqueueOptions{Priority: 3})
-	must("Enqueue", err)
+	check("Enqueue", err)
 	unique, err := q.Enqueue(ctx, "unique", &EnqueueOptions{UniqueKey: "u"})
-	must("Enqueue unique", err)
+	check("Enqueue unique", err)
 	dup, err := q.Enqueue(ctx, "unique", &EnqueueOptions{UniqueKey: "u"})
-	must("Enqueue duplicate", err)
+	check("Enqueue duplicate", err)
 	if !dup.Duplicate {
 		t.Fatal("the second unique enqueue was not a duplicate")
 	}
 	_, err = q.EnqueueMany(ctx, []string{"many", "many"}, &EnqueueOptions{Delay: time.Hour})
-	must("EnqueueMany", err)
+	check("EnqueueMany", err)
 	tx, err := pool.Begin(ctx)
-	must("Begin", err)
+	check("Begin", err)
 	_, err = q.EnqueueTx(ctx, tx, "tx", &EnqueueOptions{Delay: time.Hour})
-	must("EnqueueTx", err)
+	check("EnqueueTx", err)
 	_, err = q.EnqueueManyTx(ctx, tx, []string{"tx many"}, &EnqueueOptions{Delay: time.Hour})
-	must("EnqueueManyTx", err)
-	must("Commit", tx.Commit(ctx))
+	check("EnqueueManyTx", err)
+	check("Commit", tx.Commit(ctx))
 	failing, err := q.Enqueue(ctx, "fail", &EnqueueOptions{MaxAttempts: 1})
-	must("Enqueue", err)
+	check("Enqueue", err)
 	snoozing, err := q.Enqueue(ctx, "snooze", nil)
-	must("Enqueue", err)
+	check("Enqueue", err)
 	intx, err := q.Enqueue(ctx, "complete in tx", nil)
-	must("Enqueue", err)
+	check("Enqueue", err)
 	running, err := q.Enqueue(ctx, "run until cancelled", &EnqueueOptions{Priority: -1})
-	must("Enqueue", err)
+	check("Enqueue", err)
 
 	// Work: complete, update, fail, snooze, complete in the handler's transaction, cancel a
 	// running job; heartbeats and rescue run meanwhile (short lease and poll).
 	evs := newEvents()
 	started := make(chan struct{}, 1)
-	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
 		switch job.Payload {
 		case "ok":
 			return job.Update(ctx, "ok, updated")
@@ -281,7 +281,7 @@ func TestLeastPrivilege(t *testing.T) {
 			return context.Cause(ctx)
 		}
 		return nil
-	}, &WorkerOptions{Concurrency: 1, LockDuration: 1500 * time.Millisecond, PollInterval: 100 * time.Millisecond, OnEvent: evs.on})
+	}, &WorkerOptions{Concurrency: 1, LockDuration: 1500 * time.Millisecond, PollInterval: 100 * time.Millisecond, OnEvent: evs.on}))
 	startWorker(t, w)
 	outcomes := map[string]EventKind{}
 	for len(outcomes) < 6 {
@@ -295,7 +295,7 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		case <-started:
 			time.Sleep(2 * time.Second) // heartbeats keep the lease of 1.5 s
-			must("Cancel running", q.Cancel(ctx, running.ID))
+			check("Cancel running", q.Cancel(ctx, running.ID))
 			outcomes[running.ID.String()] = EventCancelled
 		case <-time.After(30 * time.Second):
 			t.Fatalf("outcomes so far: %v", outcomes)
@@ -309,24 +309,24 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 
 	page, err := q.Jobs(ctx, &ListOptions{Statuses: listSections})
-	must("Jobs", err)
+	check("Jobs", err)
 	if len(page.Jobs) != 10 {
 		t.Fatalf("listed %d jobs, want 10", len(page.Jobs))
 	}
 	_, err = q.Job(ctx, ok.ID)
-	must("Job", err)
+	check("Job", err)
 	st, err := q.Stats(ctx)
-	must("Stats", err)
+	check("Stats", err)
 	if st.Completed != 3 || st.Failed != 1 || st.Cancelled != 1 || st.Scheduled != 5 || st.Available != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	_, err = client.Stats(ctx)
-	must("Client.Stats", err)
-	must("Retry", q.Retry(ctx, failing.ID))
-	must("Cancel", q.Cancel(ctx, snoozing.ID))
-	must("Delete", q.Delete(ctx, snoozing.ID, nil))
+	check("Client.Stats", err)
+	check("Retry", q.Retry(ctx, failing.ID))
+	check("Cancel", q.Cancel(ctx, snoozing.ID))
+	check("Delete", q.Delete(ctx, snoozing.ID, nil))
 	n, err := q.DeleteWaiting(ctx)
-	must("DeleteWaiting", err)
+	check("DeleteWaiting", err)
 	if n == 0 {
 		t.Fatal("DeleteWaiting deleted nothing")
 	}
@@ -421,8 +421,8 @@ func TestPasswordNeverShown(t *testing.T) {
 
 		// The worker reports the failures of its fetches (logged, and as events).
 		evs := newEvents()
-		w := q.NewWorker(func(context.Context, *Job[int]) error { return nil },
-			&WorkerOptions{OnEvent: evs.on, ShutdownTimeout: time.Second})
+		w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil },
+			&WorkerOptions{OnEvent: evs.on, ShutdownTimeout: time.Second}))
 		stop := startWorker(t, w)
 		for range 2 {
 			collect(evs.next(t, EventError).Err)
@@ -448,8 +448,8 @@ func TestPasswordNeverShown(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	q := newQueue[int](t, client, "secret")
 	ran := make(chan int, 1)
-	w := q.NewWorker(func(_ context.Context, j *Job[int]) error { ran <- j.Payload; return nil },
-		&WorkerOptions{PollInterval: 50 * time.Millisecond})
+	w := must(q.NewWorker(func(_ context.Context, j *Job[int]) error { ran <- j.Payload; return nil },
+		&WorkerOptions{PollInterval: 50 * time.Millisecond}))
 	stop := startWorker(t, w)
 	if _, err := q.Enqueue(ctx, 7, nil); err != nil {
 		t.Fatal(err)
@@ -560,10 +560,10 @@ func TestPayloadLimit(t *testing.T) {
 
 	// Job.Update refuses too, and the stored payload stays as it was.
 	updated := make(chan error, 3)
-	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
 		updated <- job.Update(ctx, over)
 		return errors.New("keep the job")
-	}, &WorkerOptions{Concurrency: 1, RetryBackoff: Backoff{Initial: time.Hour}})
+	}, &WorkerOptions{Concurrency: 1, RetryBackoff: Backoff{Initial: time.Hour}}))
 	stop := startWorker(t, w)
 	for range 3 {
 		tooLarge("Job.Update", receive(t, updated, 30*time.Second, "Update"))

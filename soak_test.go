@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,7 +81,7 @@ func TestSoak(t *testing.T) {
 	q := newQueue[int64](t, client, "soak")
 
 	var completed, failed, retried atomic.Int64
-	w := q.NewWorker(func(ctx context.Context, job *Job[int64]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int64]) error {
 		switch {
 		case job.Payload%50 == 0:
 			return Permanent(errors.New("soak: a job that fails for good"))
@@ -102,7 +102,7 @@ func TestSoak(t *testing.T) {
 				retried.Add(1)
 			}
 		},
-	})
+	}))
 	stopWorker := startWorker(t, w)
 
 	var enqueueErrors atomic.Int64
@@ -129,14 +129,14 @@ func TestSoak(t *testing.T) {
 	began := time.Now()
 	sample := func() soakSample {
 		t.Helper()
-		s := soakSample{elapsed: time.Since(began), goroutines: runtime.NumGoroutine()}
+		s := soakSample{elapsed: time.Since(began), goroutines: goruntime.NumGoroutine()}
 		for range 4 {
 			time.Sleep(20 * time.Millisecond)
-			s.goroutines = min(s.goroutines, runtime.NumGoroutine())
+			s.goroutines = min(s.goroutines, goruntime.NumGoroutine())
 		}
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
+		goruntime.GC()
+		var ms goruntime.MemStats
+		goruntime.ReadMemStats(&ms)
 		s.heap = ms.HeapAlloc
 		err := b.pool.QueryRow(t.Context(), `
 			SELECT pg_total_relation_size('pgqueue_jobs'),

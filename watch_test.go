@@ -40,12 +40,12 @@ func TestWatch(t *testing.T) {
 
 	// A worker in another client: it announces starts and outcomes because the queue is watched.
 	wq := newQueue[int](t, b.newClient(), "watched")
-	w := wq.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(wq.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		if job.Payload < 0 {
 			return Permanent(nil)
 		}
 		return nil
-	}, nil)
+	}, nil))
 	startWorker(t, w)
 
 	job, err := q.Enqueue(t.Context(), 1, nil)

@@ -23,10 +23,10 @@ func TestWorkerRunsJobs(t *testing.T) {
 	q := newQueue[email](t, b.client, "run")
 	got := make(chan *Job[email], 10)
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[email]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[email]) error {
 		got <- job
 		return nil
-	}, &WorkerOptions{OnEvent: ev.on})
+	}, &WorkerOptions{OnEvent: ev.on}))
 
 	enq, err := q.Enqueue(t.Context(), email{To: "ada@example.com"}, nil)
 	if err != nil {
@@ -69,12 +69,12 @@ func TestWorkerOrder(t *testing.T) {
 	var mu sync.Mutex
 	var ran []string
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
 		mu.Lock()
 		ran = append(ran, job.Payload)
 		mu.Unlock()
 		return nil
-	}, &WorkerOptions{Concurrency: 1, OnEvent: ev.on})
+	}, &WorkerOptions{Concurrency: 1, OnEvent: ev.on}))
 	startWorker(t, w)
 	ev.next(t, EventDrained)
 	mu.Lock()
@@ -107,10 +107,10 @@ func TestWorkersCompete(t *testing.T) {
 	var perClient [2]atomic.Int32
 	for i, c := range []*Client{b.client, b.newClient()} {
 		q := newQueue[int](t, c, "compete")
-		w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 			perClient[i].Add(1)
 			return handler(ctx, job)
-		}, &WorkerOptions{Concurrency: 8})
+		}, &WorkerOptions{Concurrency: 8}))
 		startWorker(t, w)
 	}
 	q := newQueue[int](t, b.client, "compete")
@@ -137,7 +137,7 @@ func TestWorkerRetriesThenFails(t *testing.T) {
 	b := setup(t)
 	q := newQueue[int](t, b.client, "flaky")
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		if len(job.Errors) != job.Attempt-1 {
 			return fmt.Errorf("attempt %d saw %d earlier errors", job.Attempt, len(job.Errors))
 		}
@@ -145,7 +145,7 @@ func TestWorkerRetriesThenFails(t *testing.T) {
 			panic("boom")
 		}
 		return fmt.Errorf("attempt %d failed", job.Attempt)
-	}, &WorkerOptions{OnEvent: ev.on, RetryBackoff: Backoff{Initial: 10 * time.Millisecond, Jitter: -1}})
+	}, &WorkerOptions{OnEvent: ev.on, RetryBackoff: Backoff{Initial: 10 * time.Millisecond, Jitter: -1}}))
 	job, err := q.Enqueue(t.Context(), 7, &EnqueueOptions{MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -193,13 +193,13 @@ func TestWorkerFixedRetryDelay(t *testing.T) {
 	q := newQueue[int](t, b.client, "fixed")
 	ev := newEvents()
 	attempts := make(chan int, 3)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		attempts <- job.Attempt
 		if job.Attempt == 1 {
 			return errors.New("once")
 		}
 		return nil
-	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll})
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll}))
 	if _, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{RetryDelay: 300 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
@@ -236,10 +236,10 @@ func TestWorkerUndecodablePayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := newEvents()
-	w := q.NewWorker(func(ctx context.Context, job *Job[email]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[email]) error {
 		t.Error("the handler ran on a payload that does not decode")
 		return nil
-	}, &WorkerOptions{OnEvent: ev.on})
+	}, &WorkerOptions{OnEvent: ev.on}))
 	startWorker(t, w)
 	failed := ev.next(t, EventFailed)
 	if failed.JobID != old.ID || !strings.Contains(failed.Err.Error(), "does not decode") {
@@ -266,7 +266,7 @@ func TestWorkerLateCompletionIsFenced(t *testing.T) {
 	releaseA := make(chan struct{})
 	startedA := make(chan struct{}, 1)
 	evA := newEvents()
-	wa := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	wa := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		startedA <- struct{}{}
 		<-releaseA
 		return nil
@@ -274,7 +274,7 @@ func TestWorkerLateCompletionIsFenced(t *testing.T) {
 		// One slot, which A's blocked handler keeps, so that A cannot claim the job again itself.
 		Concurrency:  1,
 		LockDuration: 20 * time.Second, HeartbeatInterval: 10 * time.Second, OnEvent: evA.on, PollInterval: noPoll,
-	})
+	}))
 	startWorker(t, wa)
 	receive(t, startedA, 10*time.Second, "worker A to start the job")
 
@@ -286,11 +286,11 @@ func TestWorkerLateCompletionIsFenced(t *testing.T) {
 	releaseB := make(chan struct{})
 	startedB := make(chan int, 1)
 	evB := newEvents()
-	wb := qb.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	wb := must(qb.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		startedB <- job.Attempt
 		<-releaseB
 		return nil
-	}, &WorkerOptions{PollInterval: 20 * time.Millisecond, OnEvent: evB.on})
+	}, &WorkerOptions{PollInterval: 20 * time.Millisecond, OnEvent: evB.on}))
 	startWorker(t, wb)
 	if a := receive(t, startedB, 10*time.Second, "worker B to take the job over"); a != 2 {
 		t.Fatalf("worker B ran attempt %d, want 2", a)
@@ -335,13 +335,13 @@ func TestWorkerHeartbeatDetectsLostLock(t *testing.T) {
 			started := make(chan struct{}, 1)
 			cause := make(chan error, 1)
 			ev := newEvents()
-			w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 				started <- struct{}{}
 				<-ctx.Done()
 				cause <- context.Cause(ctx)
 				return ctx.Err()
 			}, &WorkerOptions{LockDuration: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
-				OnEvent: ev.on, PollInterval: noPoll})
+				OnEvent: ev.on, PollInterval: noPoll}))
 			startWorker(t, w)
 			receive(t, started, 10*time.Second, "the job to start")
 
@@ -390,10 +390,10 @@ func TestRescueAfterWorkerKilled(t *testing.T) {
 	}
 
 	ran := make(chan *Job[int], 1)
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		ran <- job
 		return nil
-	}, &WorkerOptions{PollInterval: 50 * time.Millisecond})
+	}, &WorkerOptions{PollInterval: 50 * time.Millisecond}))
 	startWorker(t, w)
 	got := receive(t, ran, 30*time.Second, "the job to be rescued and run")
 	if got.ID != job.ID || got.Attempt != 2 || len(got.Errors) != 1 || !strings.Contains(got.Errors[0].Error, "lock expired") {
@@ -418,7 +418,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	started := make(chan string, 2)
 	releaseQuick := make(chan struct{})
 	cause := make(chan error, 1)
-	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
 		started <- job.Payload
 		if job.Payload == "quick" {
 			<-releaseQuick
@@ -427,7 +427,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 		<-ctx.Done() // slow: runs until cancelled
 		cause <- context.Cause(ctx)
 		return ctx.Err()
-	}, &WorkerOptions{Concurrency: 2, ShutdownTimeout: 500 * time.Millisecond})
+	}, &WorkerOptions{Concurrency: 2, ShutdownTimeout: 500 * time.Millisecond}))
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()
@@ -463,12 +463,12 @@ func TestWorkerShutdownWithStuckHandler(t *testing.T) {
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	returned := make(chan struct{})
-	w := q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
 		defer close(returned)
 		started <- struct{}{}
 		<-release // ignores its context
 		return nil
-	}, &WorkerOptions{ShutdownTimeout: 50 * time.Millisecond})
+	}, &WorkerOptions{ShutdownTimeout: 50 * time.Millisecond}))
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()
@@ -503,18 +503,21 @@ func TestWorkerInvalidOptions(t *testing.T) {
 		{RetryBackoff: Backoff{Jitter: 2}},
 		{JobTimeout: -time.Second},
 	} {
-		if err := q.NewWorker(h, &o).Run(t.Context()); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("Run with %+v = %v, want ErrInvalidOption", o, err)
+		w, err := q.NewWorker(h, &o)
+		if !errors.Is(err, ErrInvalidOption) || w != nil {
+			t.Errorf("NewWorker with %+v = %v, want ErrInvalidOption", o, err)
+		} else if !strings.Contains(err.Error(), "queue "+q.Name()) {
+			t.Errorf("NewWorker's error %q does not name the queue", err)
 		}
 	}
-	if err := q.NewWorker(nil, nil).Run(t.Context()); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("Run without handler = %v", err)
+	if _, err := q.NewWorker(nil, nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewWorker without handler = %v", err)
 	}
 
-	w := q.NewWorker(h, nil)
+	w := must(q.NewWorker(h, nil))
 	stop := startWorker(t, w)
 	defer stop()
-	waitFor(t, 10*time.Second, "the worker to run", func() bool { return w.running.Load() })
+	waitFor(t, 10*time.Second, "the worker to run", func() bool { return w.spec.running.Load() })
 	if err := w.Run(t.Context()); !errors.Is(err, ErrWorkerRunning) {
 		t.Errorf("second Run = %v, want ErrWorkerRunning", err)
 	}
@@ -546,7 +549,7 @@ func TestJobTimeout(t *testing.T) {
 	ev := newEvents()
 	release := make(chan struct{})
 	returned := make(chan struct{})
-	w := q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
 		switch job.Payload {
 		case "polite":
 			<-ctx.Done()
@@ -558,7 +561,7 @@ func TestJobTimeout(t *testing.T) {
 		}
 		return nil
 	}, &WorkerOptions{Concurrency: 1, JobTimeout: 100 * time.Millisecond, ShutdownTimeout: 200 * time.Millisecond,
-		LockDuration: 2 * time.Second, OnEvent: ev.on})
+		LockDuration: 2 * time.Second, OnEvent: ev.on}))
 	polite, err := q.Enqueue(t.Context(), "polite", &EnqueueOptions{MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -97,10 +97,13 @@ func (s *pgqueueSystem) Start(ctx context.Context, concurrency int, h handler) e
 	if s.stopWorker != nil {
 		return errors.New("pgqueue: a worker already runs")
 	}
-	w := s.queue.NewWorker(func(_ context.Context, job *pgqueue.Job[payload]) error {
+	w, err := s.queue.NewWorker(func(_ context.Context, job *pgqueue.Job[payload]) error {
 		h(job.Payload)
 		return nil
 	}, &pgqueue.WorkerOptions{Concurrency: concurrency})
+	if err != nil {
+		return err
+	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopWorker, s.workerDone = stop, make(chan error, 1)
 	go func() { s.workerDone <- w.Run(wctx) }()

@@ -1,6 +1,6 @@
 -- complete_repeat: complete for jobs that may repeat (and for Job.CompleteTx): settles the
--- succeeded jobs ($1 id, $2 lock_token) still held under their token, deleting them, or when $4
--- (retention keeps completed jobs) marking them 'completed'. A job with repeats left is
+-- succeeded jobs ($1 id, $2 lock_token, $4 keep) still held under their token, deleting them, or
+-- when keep (retention of their queue keeps completed jobs) marking them 'completed'. A job with repeats left is
 -- followed, in the same statement, by a new job with id $3 at the back of the line, due after
 -- repeat_every; if a live job with its unique key exists already, that one is the
 -- next run and none is added. Returns the id of each settled job and of its repeat (NULL if
@@ -8,15 +8,15 @@
 -- Reads the primary key.
 WITH settled AS (
     DELETE FROM pgqueue_jobs AS j
-    USING unnest($1::uuid[], $2::uuid[], $3::uuid[]) AS c(id, lock_token, next_id)
-    WHERE NOT $4::boolean AND j.id = c.id AND j.lock_token = c.lock_token
+    USING unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
+    WHERE NOT c.keep AND j.id = c.id AND j.lock_token = c.lock_token
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
               j.unique_key, j.repeat_remaining, j.repeat_every
 ), kept AS (
     UPDATE pgqueue_jobs AS j
     SET status = 'completed', finished_at = now(), lock_until = NULL, lock_token = NULL, locked_by = NULL
-    FROM unnest($1::uuid[], $2::uuid[], $3::uuid[]) AS c(id, lock_token, next_id)
-    WHERE $4::boolean AND j.id = c.id AND j.lock_token = c.lock_token
+    FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
+    WHERE c.keep AND j.id = c.id AND j.lock_token = c.lock_token
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
               j.unique_key, j.repeat_remaining, j.repeat_every
 ), done AS (

@@ -1,8 +1,8 @@
 -- requeue: puts jobs ($1 id, $2 lock_token) still held under their token back in line without
 -- charging the attempt they used: after $3 µs, 'scheduled' while that lies ahead and 'available'
 -- when it is zero. Serves snoozes and the hand-back of jobs a stopping worker did not finish.
--- Wakes the queue's workers ($4 queue) if any job became available. Returns id, status and
--- run_at of each job it changed. Reads the primary key.
+-- Wakes the workers of each queue where a job became available. Returns id, status and run_at
+-- of each job it changed. Reads the primary key.
 WITH back AS (
     UPDATE pgqueue_jobs AS j
     SET status     = CASE WHEN r.delay_us > 0 THEN 'scheduled' ELSE 'available' END,
@@ -13,9 +13,9 @@ WITH back AS (
         locked_by  = NULL
     FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS r(id, lock_token, delay_us)
     WHERE j.id = r.id AND j.lock_token = r.lock_token
-    RETURNING j.id, j.status, j.run_at
+    RETURNING j.id, j.queue, j.status, j.run_at
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, 'a ' || $4::text)
-    WHERE EXISTS (SELECT 1 FROM back WHERE status = 'available')
+    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, 'a ' || q.queue)
+    FROM (SELECT DISTINCT queue FROM back WHERE status = 'available') AS q
 )
 SELECT back.id, back.status, back.run_at FROM back, (SELECT count(*) FROM notified) AS n

@@ -1,5 +1,5 @@
-// Command quickstart migrates a schema, enqueues a few jobs and runs a worker until they are
-// done. It reads the database from DATABASE_URL and works in the schema pgqueue_quickstart:
+// Command quickstart migrates a schema, enqueues a few jobs of two kinds and serves both queues
+// with one Client.Run until they are done. It reads the database from DATABASE_URL and works in the schema pgqueue_quickstart:
 //
 //	DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable go run ./examples/quickstart
 package main
@@ -22,9 +22,14 @@ import (
 	"github.com/pgqueue/pgqueue"
 )
 
-// Greeting is the payload of the example's jobs.
+// Greeting is the payload of the greetings queue's jobs.
 type Greeting struct {
 	Name string `json:"name"`
+}
+
+// Report is the payload of the reports queue's jobs.
+type Report struct {
+	Month string `json:"month"`
 }
 
 const schema = "pgqueue_quickstart"
@@ -72,6 +77,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	reports, err := pgqueue.NewQueue[Report](client, "reports")
+	if err != nil {
+		return err
+	}
 
 	// 3. Enqueue: now, with priority, later.
 	for _, name := range []string{"Ada", "Grace"} {
@@ -85,26 +94,38 @@ func run() error {
 	if _, err := greetings.Enqueue(ctx, Greeting{Name: "Edsger"}, &pgqueue.EnqueueOptions{Delay: time.Second}); err != nil {
 		return err
 	}
+	if _, err := reports.Enqueue(ctx, Report{Month: "2026-11"}, nil); err != nil {
+		return err
+	}
 
-	// 4. Work until all four are done, then stop the worker gracefully.
+	// 4. A worker per queue, each with its own handler and options (checked here), then one
+	// Run for all of them until all five jobs are done; it stops them gracefully.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var done atomic.Int32
-	worker := greetings.NewWorker(func(ctx context.Context, job *pgqueue.Job[Greeting]) error {
+	countDone := func(ev pgqueue.Event) {
+		if ev.Kind == pgqueue.EventCompleted && done.Add(1) == 5 {
+			cancel()
+		}
+	}
+	greeter, err := greetings.NewWorker(func(ctx context.Context, job *pgqueue.Job[Greeting]) error {
 		fmt.Printf("hello, %s (job %s, attempt %d)\n", job.Payload.Name, job.ID, job.Attempt)
 		return nil
-	}, &pgqueue.WorkerOptions{
-		Concurrency: 1,
-		OnEvent: func(ev pgqueue.Event) {
-			if ev.Kind == pgqueue.EventCompleted && done.Add(1) == 4 {
-				cancel()
-			}
-		},
-	})
-	if err := worker.Run(runCtx); err != nil {
+	}, &pgqueue.WorkerOptions{Concurrency: 1, OnEvent: countDone})
+	if err != nil {
 		return err
 	}
-	if n := done.Load(); n != 4 {
+	reporter, err := reports.NewWorker(func(ctx context.Context, job *pgqueue.Job[Report]) error {
+		fmt.Printf("report for %s (job %s)\n", job.Payload.Month, job.ID)
+		return nil
+	}, &pgqueue.WorkerOptions{Concurrency: 2, OnEvent: countDone})
+	if err != nil {
+		return err
+	}
+	if err := client.Run(runCtx, greeter, reporter); err != nil {
+		return err
+	}
+	if n := done.Load(); n != 5 {
 		return errors.New("interrupted before every job was done")
 	}
 	fmt.Println("all jobs done")

@@ -1,0 +1,60 @@
+package pgqueue
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/oklog/ulid/v2"
+)
+
+// announcements are what watchers of the runtime's queues are to hear about jobs: per queue and
+// message kind (msgStarted, msgCompleted, …), the ids. Only jobs claimed while their queue was
+// watched are noted, so nobody pays for them when nobody watches.
+type announcements map[string]map[byte][]ulid.ULID
+
+// add notes that a's job is to be announced with kind, if its queue was watched.
+func (n *announcements) add(a *attempt, kind byte) {
+	if !a.watched {
+		return
+	}
+	if *n == nil {
+		*n = announcements{}
+	}
+	if (*n)[a.q.name] == nil {
+		(*n)[a.q.name] = map[byte][]ulid.ULID{}
+	}
+	(*n)[a.q.name][kind] = append((*n)[a.q.name][kind], a.id)
+}
+
+// announce sends the noted announcements in one round trip; each statement sends nothing if
+// nobody watches the queue any more. Failures only cost watchers an update.
+func (rt *runtime) announce(ctx context.Context, n announcements) {
+	if len(n) == 0 {
+		return
+	}
+	b := &pgx.Batch{}
+	for queue, kinds := range n {
+		for kind, ids := range kinds {
+			b.Queue(notifyWatchersSQL, queue, formatMessage(kind, queue, ids))
+		}
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.heartbeatEvery)
+	defer cancel()
+	if err := rt.c.pool.SendBatch(qctx, b).Close(); err != nil {
+		rt.c.cfg.Logger.Warn("pgqueue: tell watchers", "error", err)
+	}
+}
+
+// announceStarts tells watchers of the jobs just claimed, before their handlers start, so that
+// watchers hear of a start before its outcome.
+func (rt *runtime) announceStarts(ctx context.Context, wants []claimWant, claimed [][]*jobRow) {
+	var n announcements
+	for i, w := range wants {
+		for _, r := range claimed[i] {
+			if r.watched {
+				n.add(&attempt{q: w.q, id: r.id, watched: true}, msgStarted)
+			}
+		}
+	}
+	rt.announce(ctx, n)
+}

@@ -1,0 +1,129 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// attemptState is where one claimed attempt of a job is in its life within a runtime. Every
+// transition happens under runtime.mu, in the runtime's methods named after it:
+//
+//	running ──CompleteTx──▶ inTx ──statement failed or matched nothing──▶ running
+//	running, inTx ──handler returned, or given up──▶ finishing ──settled──▶ (forgotten)
+//	running, inTx ──lock lost, cancelled, stuck at shutdown──▶ abandoned (forgotten)
+type attemptState int
+
+const (
+	// attemptRunning: the handler runs; heartbeats extend the lease.
+	attemptRunning attemptState = iota
+	// attemptInTx: the handler runs and completes the job in its own transaction with
+	// Job.CompleteTx (the statement is under way, or succeeded). Until that transaction ends the
+	// row is locked by it, and once it commits the row is gone: a missing row is then no lost
+	// lock, and the lease is extended without waiting for the row.
+	attemptInTx
+	// attemptFinishing: the handler returned, or was given up after its JobTimeout; its outcome
+	// waits for the completer.
+	attemptFinishing
+	// attemptAbandoned: the lock is gone, the job was cancelled, or it was handed back while its
+	// handler still ran: whatever the handler returns is ignored.
+	attemptAbandoned
+)
+
+// attempt is one claimed attempt of a job, from its claim until its outcome is settled or it is
+// abandoned.
+type attempt struct {
+	q           *queueRun
+	id          ulid.ULID
+	token       [16]byte
+	attempt     int
+	maxAttempts int
+	watched     bool // the queue was watched when the job was claimed
+	repeats     bool // the job has repeats left
+	started     time.Time
+	deadline    time.Time // when its JobTimeout passes; zero without one
+	cancel      context.CancelCauseFunc
+
+	// Guarded by runtime.mu.
+	state    attemptState
+	leaseEnd time.Time // local, conservative estimate of lock_until
+	xact     string    // the transaction CompleteTx completed the job in; "" if none
+	released bool      // its slot was freed before its handler returned (given up)
+}
+
+// outcomeKind is what a finished attempt does to its job.
+type outcomeKind int
+
+const (
+	outcomeDone    outcomeKind = iota // succeeded: complete it
+	outcomeFailed                     // failed: record the error, retry or fail it
+	outcomeRequeue                    // snoozed, or stopped by shutdown: back in line, attempt not charged
+)
+
+// outcome is a finished attempt on its way to the table.
+type outcome struct {
+	a       *attempt
+	kind    outcomeKind
+	err     error         // the attempt's error (outcomeFailed, or the snooze)
+	final   bool          // outcomeFailed with no attempt left, or a PermanentError
+	delay   time.Duration // outcomeRequeue: how long until it runs again
+	elapsed time.Duration
+}
+
+// classify turns a handler's result into an outcome. cause is the cause of the handler's
+// context, if it was cancelled.
+func classify(a *attempt, err, cause error, elapsed time.Duration) outcome {
+	o := outcome{a: a, err: err, elapsed: elapsed}
+	var snooze *SnoozeError
+	var permanent *PermanentError
+	switch {
+	case err == nil:
+		o.kind = outcomeDone
+	case errors.As(err, &snooze):
+		o.kind, o.delay = outcomeRequeue, snooze.Delay
+	case errors.Is(cause, ErrShutdown):
+		// Interrupted by shutdown: back without charging the attempt. Whatever the handler
+		// returned (usually the context's error) is dropped: with an error, the outcome would
+		// be reported as a snooze.
+		o.kind, o.err = outcomeRequeue, nil
+	default:
+		o.kind = outcomeFailed
+		o.final = errors.As(err, &permanent) || a.attempt >= a.maxAttempts
+		if errors.Is(cause, ErrJobTimeout) && !errors.Is(err, ErrJobTimeout) {
+			o.err = fmt.Errorf("%w: %w", ErrJobTimeout, err)
+		}
+	}
+	return o
+}
+
+// beginCompleteTx moves a running attempt to attemptInTx before its CompleteTx statement is
+// sent, and reports whether it was running (else the attempt has lost its job).
+func (rt *runtime) beginCompleteTx(a *attempt) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if a.state != attemptRunning {
+		return false
+	}
+	a.state = attemptInTx
+	return true
+}
+
+// endCompleteTx records how CompleteTx ended. With xact, the job was completed in that
+// transaction. Without (the statement failed, or matched no row), the attempt is running again:
+// its transaction cannot commit the completion, so its lease and lock are checked as any other's
+// and a takeover cancels its handler.
+func (rt *runtime) endCompleteTx(a *attempt, xact string) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if a.state != attemptInTx {
+		return // abandoned meanwhile (cancelled)
+	}
+	if xact != "" {
+		a.xact = xact
+		return
+	}
+	a.state, a.xact = attemptRunning, ""
+}

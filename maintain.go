@@ -1,0 +1,218 @@
+package pgqueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// upkeep is what one maintenance round trip does for one queue.
+type upkeep struct {
+	q       *queueRun
+	poll    bool // the safety-net poll: claim afterwards whatever was found
+	rescue  bool // take back expired leases and prune finished jobs past retention
+	promote bool // make due scheduled jobs available, and read when the next one is due
+}
+
+// upkeepResult is what the table said to one queue's upkeep.
+type upkeepResult struct {
+	rescued, promoted int
+	nextDue           *time.Duration // until the next scheduled job is due; nil: none
+}
+
+// maintainLoop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
+// it promotes scheduled jobs when they fall due (a timer set to the earliest due time, by the
+// database clock) or when a wake-up says the schedule changed; it takes back expired leases and
+// prunes finished jobs at each queue's poll, or one LockDuration after a claim failed; and at the
+// poll it makes the claim loop look at the queue. The work for every queue that needs some goes
+// in one round trip. Every statement skips rows another process holds (SKIP LOCKED): any number
+// of processes maintain the same queues without a leader.
+func (rt *runtime) maintainLoop(ctx context.Context) {
+	now := time.Now()
+	for _, q := range rt.queues {
+		q.nextPoll = now // everything at start
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-rt.wakeMaint:
+		}
+		now = time.Now()
+		work := rt.upkeepDue(now)
+		retryAt := time.Time{}
+		if len(work) > 0 {
+			if err := rt.maintain(ctx, work); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				failures++
+				rt.upkeepFailed(work, err)
+				retryAt = now.Add(retryDelay(failures))
+			} else {
+				failures = 0
+			}
+		}
+		timer.Stop()
+		timer.Reset(time.Until(rt.nextUpkeep(retryAt)))
+	}
+}
+
+// upkeepDue returns the queues' upkeep due at now, taking their wishes.
+func (rt *runtime) upkeepDue(now time.Time) []upkeep {
+	var work []upkeep
+	for _, q := range rt.queues {
+		u := upkeep{q: q, poll: !now.Before(q.nextPoll)}
+		if at := q.rescueAt.Load(); at != 0 && now.UnixNano() >= at {
+			q.rescueAt.Store(0)
+			u.rescue = true
+		}
+		u.rescue = u.rescue || u.poll
+		u.promote = q.wantPromote.Swap(false) || u.poll || (!q.nextDue.IsZero() && !now.Before(q.nextDue))
+		if u.poll {
+			q.nextPoll = now.Add(q.opts.PollInterval)
+		}
+		if u.rescue || u.promote {
+			work = append(work, u)
+		}
+	}
+	return work
+}
+
+// nextUpkeep returns when upkeep is next due: the earliest poll, due time or asked-for rescue,
+// or retryAt if it is set and earlier.
+func (rt *runtime) nextUpkeep(retryAt time.Time) time.Time {
+	next := retryAt
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, q := range rt.queues {
+		earlier(q.nextPoll)
+		earlier(q.nextDue)
+		if at := q.rescueAt.Load(); at != 0 {
+			earlier(time.Unix(0, at))
+		}
+	}
+	return next
+}
+
+// upkeepFailed reports a failed maintenance round trip and keeps its work wanted.
+func (rt *runtime) upkeepFailed(work []upkeep, err error) {
+	qs := make([]*queueRun, len(work))
+	for i, u := range work {
+		qs[i] = u.q
+		if u.promote {
+			u.q.wantPromote.Store(true)
+		}
+		if u.rescue {
+			u.q.rescueAt.CompareAndSwap(0, time.Now().UnixNano())
+		}
+	}
+	rt.reportError(qs, "pgqueue: maintain queues", err)
+}
+
+// maintain sends the upkeep of every queue of work in one round trip and applies what it found:
+// queues with jobs made runnable (or polled) are handed to the claim loop, and the due timers
+// are set anew.
+func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
+	results, err := rt.sendUpkeep(ctx, work)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	claim := false
+	for i, u := range work {
+		r := results[i]
+		if u.promote {
+			u.q.nextDue = time.Time{}
+			if r.nextDue != nil {
+				u.q.nextDue = now.Add(*r.nextDue)
+			}
+			if r.promoted == promoteBatch {
+				// More due jobs than one statement promotes: go again.
+				u.q.wantPromote.Store(true)
+				signal(rt.wakeMaint)
+			}
+		}
+		if u.poll || r.promoted > 0 || r.rescued > 0 {
+			u.q.wantClaim.Store(true)
+			claim = true
+		}
+	}
+	if claim {
+		signal(rt.wakeFetch)
+	}
+	return nil
+}
+
+// sendUpkeep sends the statements of work in one round trip and reads their results. It does not
+// let ctx interrupt a statement under way.
+func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResult, error) {
+	b := &pgx.Batch{}
+	var timeout time.Duration
+	for _, u := range work {
+		if u.rescue {
+			b.Queue(rescueSQL, u.q.name, rescueBatch, maxErrorsKept)
+			completed, failed, cancelled := rt.c.cfg.retentionOf(u.q.name).pruneArgs()
+			b.Queue(pruneSQL, u.q.name, completed, failed, cancelled, pruneBatch)
+		}
+		if u.promote {
+			b.Queue(promoteSQL, u.q.name, promoteBatch)
+		}
+		timeout = max(timeout, u.q.opts.LockDuration)
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	br := rt.c.pool.SendBatch(qctx, b)
+	defer br.Close()
+	results := make([]upkeepResult, len(work))
+	for i, u := range work {
+		if err := readUpkeep(br, u, &results[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("pgqueue: maintain: %w", err)
+	}
+	return results, nil
+}
+
+// readUpkeep reads the results of one queue's upkeep statements, in the order sendUpkeep queued
+// them.
+func readUpkeep(br pgx.BatchResults, u upkeep, r *upkeepResult) error {
+	if u.rescue {
+		var failed, notified, pruned int
+		if err := br.QueryRow().Scan(&r.rescued, &failed, &notified); err != nil {
+			return fmt.Errorf("pgqueue: rescue %s: %w", u.q.name, err)
+		}
+		if r.rescued+failed > 0 {
+			u.q.log.Warn("pgqueue: took back jobs whose lease expired", "available", r.rescued, "failed", failed)
+		}
+		if err := br.QueryRow().Scan(&pruned); err != nil {
+			return fmt.Errorf("pgqueue: prune %s: %w", u.q.name, err)
+		}
+		if pruned > 0 {
+			u.q.log.Debug("pgqueue: pruned finished jobs past their retention", "jobs", pruned)
+		}
+	}
+	if u.promote {
+		var nextDueMs *int64
+		var notified int
+		if err := br.QueryRow().Scan(&r.promoted, &nextDueMs, &notified); err != nil {
+			return fmt.Errorf("pgqueue: promote %s: %w", u.q.name, err)
+		}
+		if nextDueMs != nil {
+			d := time.Duration(max(*nextDueMs, 0)) * time.Millisecond
+			r.nextDue = &d
+		}
+	}
+	return nil
+}

@@ -1,0 +1,467 @@
+package pgqueue
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// runtime serves the queues of one Client.Run call: one claim loop (fetch.go), one heartbeat
+// (heartbeat.go), one completer (complete.go) and one maintenance loop (maintain.go), around the
+// set of claimed attempts and the slots of each queue, which this file keeps. Every change of an
+// attempt's state and of the slot counts happens under mu, in the methods of this file and
+// attempt.go.
+type runtime struct {
+	c      *Client
+	queues []*queueRun
+	// heartbeatEvery is the shortest HeartbeatInterval of the queues: the heartbeat's tick.
+	heartbeatEvery time.Duration
+
+	mu       sync.Mutex
+	attempts map[ulid.ULID]*attempt // claimed and not yet settled or abandoned
+	outcomes []outcome              // finished attempts waiting for the completer
+	busy     int                    // handlers running, of every queue
+
+	wakeFetch   chan struct{} // a queue wants a claim, a slot freed, or outcomes were settled
+	wakeMaint   chan struct{} // a queue wants promotion, or a rescue was asked for
+	settle      chan struct{} // outcomes wait for the completer
+	freed       chan struct{} // a handler returned or was given up (shutdown waits on it)
+	checkLeases chan struct{} // heartbeat now: the listener reconnected
+	reconnected chan struct{} // the listener reconnected: the database is back
+}
+
+// queueRun is one queue of a runtime: its worker's options and handler, its slots, and what the
+// runtime's loops want to do for it.
+type queueRun struct {
+	rt     *runtime
+	name   string
+	opts   WorkerOptions
+	exec   func(context.Context, *jobRow, *attempt) error
+	log    *slog.Logger
+	events *emitter
+	sub    *subscription
+	keep   bool // retention keeps completed jobs
+
+	wantClaim   atomic.Bool  // it may have available jobs: claim when a slot is free
+	wantPromote atomic.Bool  // it may have due scheduled jobs, or a new next due time
+	rescueAt    atomic.Int64 // unix ns after which to look for expired leases; 0: at the poll
+
+	// Guarded by rt.mu.
+	busy int // handlers running, counted against Concurrency
+	held int // attempts claimed and not yet settled or abandoned
+
+	// The fetch loop's own.
+	empty        bool // the last claim found fewer jobs than it asked for
+	drainPending bool // EventDrained is owed once the queue is empty and idle
+
+	// The maintenance loop's own.
+	nextPoll time.Time
+	nextDue  time.Time // when the next scheduled job falls due; zero: none known
+}
+
+func newRuntime(c *Client, specs []*workerSpec) *runtime {
+	rt := &runtime{
+		c:           c,
+		attempts:    make(map[ulid.ULID]*attempt),
+		wakeFetch:   make(chan struct{}, 1),
+		wakeMaint:   make(chan struct{}, 1),
+		settle:      make(chan struct{}, 1),
+		freed:       make(chan struct{}, 1),
+		checkLeases: make(chan struct{}, 1),
+		reconnected: make(chan struct{}, 1),
+	}
+	for _, s := range specs {
+		log := s.opts.Logger.With("queue", s.queue)
+		q := &queueRun{
+			rt:           rt,
+			name:         s.queue,
+			opts:         s.opts,
+			exec:         s.exec,
+			log:          log,
+			events:       newEmitter(s.queue, s.opts.OnEvent, log),
+			keep:         c.cfg.retentionOf(s.queue).Completed != 0,
+			drainPending: true,
+		}
+		q.wantClaim.Store(true)
+		q.wantPromote.Store(true)
+		rt.queues = append(rt.queues, q)
+		if rt.heartbeatEvery == 0 || s.opts.HeartbeatInterval < rt.heartbeatEvery {
+			rt.heartbeatEvery = s.opts.HeartbeatInterval
+		}
+	}
+	return rt
+}
+
+// run serves the queues until ctx ends, then shuts down: see Client.Run.
+func (rt *runtime) run(ctx context.Context) error {
+	for _, q := range rt.queues {
+		q.events.start()
+		q.sub = rt.c.listener.subscribe(q.name, q.onMessage)
+	}
+
+	// The heartbeat and completer outlive ctx: they must keep leases and settle outcomes while
+	// the handlers finish. Maintenance stops with ctx.
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var background sync.WaitGroup
+	background.Go(func() { rt.heartbeatLoop(bg) })
+	background.Go(func() { rt.completeLoop(bg) })
+	var maintenance sync.WaitGroup
+	maintenance.Go(func() { rt.maintainLoop(ctx) })
+
+	// Handlers keep ctx's values but not its cancellation, which means "stop claiming".
+	rt.fetchLoop(ctx, context.WithoutCancel(ctx))
+	err := rt.stopHandlers()
+	maintenance.Wait()
+	stopBackground()
+	background.Wait()
+	for _, q := range rt.queues {
+		q.sub.close()
+	}
+	rt.closeEvents()
+	return err
+}
+
+// closeEvents waits, up to each worker's ShutdownTimeout, for OnEvent to take the last events.
+// An OnEvent that blocks past it is left to finish on its own.
+func (rt *runtime) closeEvents() {
+	var wg sync.WaitGroup
+	for _, q := range rt.queues {
+		wg.Go(func() {
+			if !q.events.close(q.opts.ShutdownTimeout) {
+				q.log.Error("pgqueue: OnEvent still blocks after ShutdownTimeout; Run returns without it")
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// freeSlots is how many more jobs q may claim now: up to Concurrency handlers, and no more than
+// Concurrency outcomes waiting on a slow completer.
+func (rt *runtime) freeSlots(q *queueRun) int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return max(0, min(q.opts.Concurrency-q.busy, 2*q.opts.Concurrency-q.held))
+}
+
+// start runs a handler goroutine for each row claimed for q, in run order.
+func (rt *runtime) start(jobBase context.Context, q *queueRun, rows []*jobRow, leaseEnd time.Time) {
+	slices.SortFunc(rows, func(a, b *jobRow) int {
+		return cmp.Or(cmp.Compare(b.priority, a.priority), a.id.Compare(b.id))
+	})
+	now := time.Now()
+	var lost []*attempt
+	rt.mu.Lock()
+	for _, r := range rows {
+		if old := rt.attempts[r.id]; old != nil && (old.state == attemptRunning || old.state == attemptInTx) {
+			// An older attempt of the job still runs here: its lease ran out and the job was
+			// taken back before a heartbeat noticed. That attempt has lost its lock.
+			lost = append(lost, rt.abandon(old, ErrLockLost))
+		}
+		ctx, a := q.newAttempt(jobBase, r, now, leaseEnd)
+		rt.attempts[a.id] = a
+		q.held++
+		q.busy++
+		rt.busy++
+		go rt.runAttempt(ctx, a, r)
+	}
+	rt.mu.Unlock()
+	rt.reportLost(lost)
+}
+
+// newAttempt makes the attempt of a claimed row and its handler's context.
+func (q *queueRun) newAttempt(jobBase context.Context, r *jobRow, now, leaseEnd time.Time) (context.Context, *attempt) {
+	ctx, cancel := context.WithCancelCause(jobBase)
+	var deadline time.Time
+	if q.opts.JobTimeout > 0 {
+		deadline = now.Add(q.opts.JobTimeout)
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadlineCause(ctx, deadline, ErrJobTimeout)
+		cancelAll := cancel
+		cancel = func(cause error) { cancelAll(cause); stop() }
+	}
+	return ctx, &attempt{
+		q:           q,
+		id:          r.id,
+		token:       r.token,
+		attempt:     r.attempt,
+		maxAttempts: r.maxAttempts,
+		watched:     r.watched,
+		repeats:     r.repeatRemaining != 0,
+		started:     now,
+		deadline:    deadline,
+		cancel:      cancel,
+		leaseEnd:    leaseEnd,
+	}
+}
+
+// runAttempt runs one attempt's handler and queues its outcome for the completer.
+func (rt *runtime) runAttempt(ctx context.Context, a *attempt, r *jobRow) {
+	err := a.q.call(ctx, r, a)
+	cause := context.Cause(ctx)
+	a.cancel(nil)
+
+	rt.mu.Lock()
+	if !a.released {
+		a.q.busy--
+		rt.busy--
+	}
+	queued := a.state == attemptRunning || a.state == attemptInTx
+	if queued {
+		a.state = attemptFinishing
+		rt.outcomes = append(rt.outcomes, classify(a, err, cause, time.Since(a.started)))
+	}
+	rt.mu.Unlock()
+	if queued {
+		signal(rt.settle)
+	}
+	signal(rt.freed)
+	signal(rt.wakeFetch)
+}
+
+// call runs the handler, turning a panic into a *PanicError.
+func (q *queueRun) call(ctx context.Context, r *jobRow, a *attempt) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: string(debug.Stack())}
+		}
+	}()
+	return q.exec(ctx, r, a)
+}
+
+// handBack queues rows claimed for q to go back to the queue unstarted and uncharged.
+func (rt *runtime) handBack(q *queueRun, rows []*jobRow) {
+	rt.mu.Lock()
+	for _, r := range rows {
+		a := &attempt{q: q, id: r.id, token: r.token, attempt: r.attempt, maxAttempts: r.maxAttempts,
+			cancel: func(error) {}, state: attemptFinishing}
+		rt.attempts[a.id] = a
+		q.held++
+		rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeRequeue})
+	}
+	rt.mu.Unlock()
+	signal(rt.settle)
+}
+
+// abandon gives up a running attempt whose lock is gone, cancelling its handler's context with
+// cause. The caller holds rt.mu.
+func (rt *runtime) abandon(a *attempt, cause error) *attempt {
+	a.state = attemptAbandoned
+	rt.forget(a)
+	a.cancel(cause)
+	return a
+}
+
+// forget removes a settled or abandoned attempt, unless a newer attempt of the job took its
+// place. The caller holds rt.mu.
+func (rt *runtime) forget(a *attempt) {
+	if rt.attempts[a.id] == a {
+		delete(rt.attempts, a.id)
+		a.q.held--
+	}
+}
+
+// giveUpOverdue gives up handlers still running ShutdownTimeout after their JobTimeout: their
+// attempts fail (and are retried, or end failed), their slots are freed, and whatever they
+// return later is ignored.
+func (rt *runtime) giveUpOverdue(now time.Time) {
+	var overdue []*attempt
+	rt.mu.Lock()
+	for _, a := range rt.attempts {
+		o := a.q.opts
+		if a.state == attemptRunning && !a.deadline.IsZero() && now.After(a.deadline.Add(o.ShutdownTimeout)) {
+			a.state, a.released = attemptFinishing, true
+			a.q.busy--
+			rt.busy--
+			err := fmt.Errorf("%w: the handler did not return within %s of its JobTimeout (%s) and was given up",
+				ErrJobTimeout, o.ShutdownTimeout, o.JobTimeout)
+			rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeFailed, err: err,
+				final: a.attempt >= a.maxAttempts, elapsed: now.Sub(a.started)})
+			overdue = append(overdue, a)
+		}
+	}
+	rt.mu.Unlock()
+	for _, a := range overdue {
+		a.q.log.Error("pgqueue: gave up a handler that ignores its context; its goroutine is left running",
+			"job", a.id, "attempt", a.attempt, "timeout", a.q.opts.JobTimeout)
+	}
+	if len(overdue) > 0 {
+		signal(rt.settle)
+		signal(rt.freed)
+		signal(rt.wakeFetch)
+	}
+}
+
+// onMessage handles the listener's messages about q. It runs on the listener's goroutine, so it
+// only records what is wanted and wakes the loops that do it; it never calls user code.
+func (q *queueRun) onMessage(m message) {
+	rt := q.rt
+	switch m.kind {
+	case msgAvailable, msgResumed:
+		q.wantClaim.Store(true)
+		signal(rt.wakeFetch)
+	case msgScheduled:
+		q.wantPromote.Store(true)
+		signal(rt.wakeMaint)
+	case msgCancelled:
+		rt.cancelAttempts(q, m.ids)
+	case msgResync:
+		// Notifications may have been lost while the listener was away.
+		q.wantClaim.Store(true)
+		q.wantPromote.Store(true)
+		signal(rt.wakeFetch)
+		signal(rt.wakeMaint)
+		signal(rt.checkLeases)
+		signal(rt.reconnected)
+	}
+}
+
+// cancelAttempts stops the running attempts of q among ids: their rows have been settled by the
+// canceller.
+func (rt *runtime) cancelAttempts(q *queueRun, ids []ulid.ULID) {
+	var cancelled []*attempt
+	rt.mu.Lock()
+	for _, id := range ids {
+		if a := rt.attempts[id]; a != nil && a.q == q && (a.state == attemptRunning || a.state == attemptInTx) {
+			cancelled = append(cancelled, rt.abandon(a, ErrCancelled))
+		}
+	}
+	rt.mu.Unlock()
+	rt.reportCancelled(cancelled)
+}
+
+// expireLeases gives up running attempts whose lease has surely run out by now (by the local
+// clock, counted from before the claim or heartbeat that set it).
+func (rt *runtime) expireLeases(now time.Time) {
+	var lost []*attempt
+	rt.mu.Lock()
+	for _, a := range rt.attempts {
+		if a.state == attemptRunning && now.After(a.leaseEnd) {
+			lost = append(lost, rt.abandon(a, ErrLockLost))
+		}
+	}
+	rt.mu.Unlock()
+	rt.reportLost(lost)
+}
+
+// reportCancelled logs and reports attempts stopped because their jobs were cancelled.
+func (rt *runtime) reportCancelled(stopped []*attempt) {
+	for _, a := range stopped {
+		a.q.log.Info("pgqueue: running job cancelled", "job", a.id, "attempt", a.attempt)
+		a.q.events.emit(Event{Kind: EventCancelled, JobID: a.id, Attempt: a.attempt})
+	}
+	if len(stopped) > 0 {
+		signal(rt.wakeFetch)
+	}
+}
+
+// reportLost logs and reports attempts given up by abandon.
+func (rt *runtime) reportLost(lost []*attempt) {
+	for _, a := range lost {
+		a.q.log.Warn("pgqueue: lost the lock of a running job; its outcome will be ignored",
+			"job", a.id, "attempt", a.attempt)
+		a.q.events.emit(Event{Kind: EventLockLost, JobID: a.id, Attempt: a.attempt})
+	}
+	if len(lost) > 0 {
+		signal(rt.wakeFetch)
+	}
+}
+
+// reportError logs a runtime error about the queues qs and reports it to each as EventError.
+func (rt *runtime) reportError(qs []*queueRun, msg string, err error) {
+	for i, q := range qs {
+		if i == 0 {
+			q.log.Error(msg, "error", err)
+		}
+		q.events.emit(Event{Kind: EventError, Err: err})
+	}
+}
+
+// stopHandlers is the graceful part of shutdown. Each queue's running handlers get its
+// ShutdownTimeout to return; then their contexts are cancelled (their jobs go back to the
+// queue), and they get the same time once more. Jobs whose handlers still have not returned are
+// handed back regardless and abandoned.
+func (rt *runtime) stopHandlers() error {
+	start := time.Now()
+	cancelled := map[*queueRun]bool{}
+	for {
+		next, done := rt.shutdownStep(start, cancelled)
+		if done {
+			break
+		}
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-rt.freed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return rt.abandonStuck()
+}
+
+// shutdownStep cancels the handlers of the queues whose ShutdownTimeout has passed since start,
+// and returns when to look again; done once no handler runs, or every queue's second
+// ShutdownTimeout has passed.
+func (rt *runtime) shutdownStep(start time.Time, cancelled map[*queueRun]bool) (next time.Time, done bool) {
+	now := time.Now()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.busy == 0 {
+		return now, true
+	}
+	done = true
+	for _, q := range rt.queues {
+		if q.busy == 0 {
+			continue
+		}
+		cancelAt, giveUpAt := start.Add(q.opts.ShutdownTimeout), start.Add(2*q.opts.ShutdownTimeout)
+		if !cancelled[q] && !now.Before(cancelAt) {
+			cancelled[q] = true
+			for _, a := range rt.attempts {
+				if a.q == q && (a.state == attemptRunning || a.state == attemptInTx) {
+					a.cancel(ErrShutdown)
+				}
+			}
+		}
+		if now.Before(giveUpAt) {
+			done = false
+			at := giveUpAt
+			if !cancelled[q] {
+				at = cancelAt
+			}
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+	}
+	return next, done
+}
+
+// abandonStuck hands back the jobs of handlers that still run after shutdown, and reports them.
+func (rt *runtime) abandonStuck() error {
+	rt.mu.Lock()
+	stuck := map[string]int{}
+	for _, a := range rt.attempts {
+		if a.state == attemptRunning || a.state == attemptInTx {
+			a.state = attemptAbandoned
+			stuck[a.q.name]++
+			rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeRequeue})
+		}
+	}
+	rt.mu.Unlock()
+	if len(stuck) == 0 {
+		return nil
+	}
+	signal(rt.settle)
+	err := fmt.Errorf("%w: handlers still running, by queue: %v; their jobs were handed back",
+		ErrHandlersStuck, stuck)
+	rt.c.cfg.Logger.Error("pgqueue: shutdown", "error", err)
+	return err
+}
