@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,13 +22,7 @@ import (
 // database, whose server connections use schema; it returns the URL to connect through it.
 func startPgBouncer(t *testing.T, schema string) string {
 	t.Helper()
-	bin, err := exec.LookPath("pgbouncer")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/pgbouncer"); serr != nil {
-			t.Fatal("pgbouncer not found: install it (Debian package pgbouncer; .ci/run does) to test transaction-mode pooling")
-		}
-		bin = "/usr/sbin/pgbouncer"
-	}
+	bin := pgbouncerBinary(t)
 	target, err := pgconn.ParseConfig(testDSN)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +91,76 @@ logfile = %s
 		return true
 	})
 	return url
+}
+
+// pgbouncerInstall is the one attempt per test binary to install pgbouncer, shared by all tests
+// that need it.
+var pgbouncerInstall struct {
+	once sync.Once
+	err  error
+}
+
+// pgbouncerBinary returns the path of the pgbouncer binary: from the PATH, else
+// /usr/sbin/pgbouncer. When it is in neither, it installs the Debian package pgbouncer with
+// apt-get (if that fails, after an apt-get update, again), once per test binary and within 5
+// minutes. When that is impossible (not root, no apt-get) or fails, it fails the test saying how
+// to provide pgbouncer; it never skips.
+func pgbouncerBinary(t *testing.T) string {
+	t.Helper()
+	find := func() string {
+		if bin, err := exec.LookPath("pgbouncer"); err == nil {
+			return bin
+		}
+		if _, err := os.Stat("/usr/sbin/pgbouncer"); err == nil {
+			return "/usr/sbin/pgbouncer"
+		}
+		return ""
+	}
+	if bin := find(); bin != "" {
+		return bin
+	}
+	pgbouncerInstall.once.Do(func() {
+		if _, err := exec.LookPath("apt-get"); err != nil {
+			pgbouncerInstall.err = errors.New("there is no apt-get to install it with")
+			return
+		}
+		if os.Geteuid() != 0 {
+			pgbouncerInstall.err = errors.New("installing it with apt-get needs root, and the tests do not run as root")
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		aptGet := func(args ...string) error {
+			// Wait up to a minute for another apt or dpkg run (say, unattended upgrades) to finish.
+			cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=60"}, args...)...)
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			cmd.WaitDelay = 5 * time.Second // do not wait for children that outlive a killed apt-get
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return nil
+		}
+		t.Log("pgbouncer not found: installing the Debian package pgbouncer")
+		install := []string{"install", "-y", "-qq", "pgbouncer"}
+		if aptGet(install...) != nil {
+			if err := aptGet("update", "-qq"); err != nil {
+				pgbouncerInstall.err = err
+				return
+			}
+			pgbouncerInstall.err = aptGet(install...)
+		}
+	})
+	bin := find()
+	if bin == "" {
+		err := pgbouncerInstall.err
+		if err == nil {
+			err = errors.New("the Debian package pgbouncer was installed, but no pgbouncer binary is on the PATH or at /usr/sbin/pgbouncer")
+		}
+		t.Fatalf("pgbouncer is needed to test transaction-mode pooling, and it is not installed: %v\n"+
+			"Provide it: as root on Debian or Ubuntu, `apt-get install pgbouncer`; elsewhere, install "+
+			"PgBouncer and put its pgbouncer binary on the PATH. Then run the tests again.", err)
+	}
+	return bin
 }
 
 func freePort(t *testing.T) int {
