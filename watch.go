@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -62,8 +63,10 @@ var changeKinds = map[byte]ChangeKind{
 const watchTTL = time.Minute
 
 // Watch returns a channel of the queue's changes, driven by LISTEN/NOTIFY: enqueues, starts and
-// outcomes of jobs, cancellations, deletions, pause and resume. It returns once the client is
-// listening, so that changes after it returns are seen; the first change is a ChangeResync.
+// outcomes of jobs, cancellations, deletions, pause and resume. It blocks until the client is
+// listening, so that changes after it returns are seen, for as long as the listener cannot
+// connect; it returns ErrClosed if the client is closed meanwhile, and ctx's error if ctx ends.
+// The first change is a ChangeResync.
 // While a queue is watched, its workers announce the jobs they start and settle (a notification
 // per batch); nobody pays for that when nobody watches.
 //
@@ -96,8 +99,11 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 			missed.Store(true)
 		}
 	})
-	if err := q.c.listener.waitListening(ctx); err != nil {
+	if err := q.c.listener.waitListening(ctx, q.c.done); err != nil {
 		sub.close()
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("pgqueue: watch %s: %w", q.name, err)
 	}
 
