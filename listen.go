@@ -29,7 +29,7 @@ const (
 	msgCompleted = 'C'
 	msgRetrying  = 'R'
 	msgFailed    = 'F'
-	msgResync    = '*' // not sent: delivered to subscribers after the listener (re)connects
+	msgResync    = '*' // not sent: delivered to subscribers after the listener reconnects
 )
 
 // message is one parsed notification.
@@ -89,8 +89,10 @@ func wakeMessage(status Status, queue string) string {
 
 // listener holds a client's one LISTEN connection and fans wake-ups out to the subscribed
 // workers. It runs while at least one worker is subscribed, reconnects with back-off when its
-// connection drops, and after every (re)connect wakes every subscriber, because notifications
-// sent while it was away are lost.
+// connection drops, and after every connect wakes every subscriber, because notifications sent
+// before it listened are lost. After a reconnect (a connect that follows a lost session or a
+// failed attempt, not the first one of a run) it also delivers msgResync: the database is back,
+// and changes may have gone unheard.
 type listener struct {
 	pool    *pgxpool.Pool
 	log     *slog.Logger
@@ -264,7 +266,8 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // session connects, listens and dispatches notifications until the connection fails or ctx
-// ends.
+// ends. *failures counts the run's failed attempts and lost sessions since it last connected:
+// when it is not zero, this connect is a reconnect, and subscribers are told to resynchronize.
 func (l *listener) session(ctx context.Context, failures *int) error {
 	conn, err := l.connect(ctx)
 	if err != nil {
@@ -291,8 +294,8 @@ func (l *listener) session(ctx context.Context, failures *int) error {
 	}
 	l.pid.Store(conn.PgConn().PID())
 	l.sessions.Add(1)
+	l.wakeAll(*failures > 0)
 	*failures = 0
-	l.wakeAll()
 	l.setListening(true)
 
 	for {
@@ -324,13 +327,14 @@ func (l *listener) dispatch(payload string) {
 	}
 }
 
-// wakeAll signals every subscriber, as if each of its queues had new jobs of both kinds, and
-// tells those that follow messages to resynchronize.
-func (l *listener) wakeAll() {
+// wakeAll signals every subscriber, as if each of its queues had new jobs of both kinds: those
+// that subscribed before the LISTEN took effect may have missed notifications. With resync, it
+// also tells those that follow messages to resynchronize.
+func (l *listener) wakeAll(resync bool) {
 	for _, s := range l.subscribers("") {
 		signal(s.available)
 		signal(s.scheduled)
-		if s.onMessage != nil {
+		if resync && s.onMessage != nil {
 			s.onMessage(message{kind: msgResync, queue: s.queue})
 		}
 	}

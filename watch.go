@@ -83,9 +83,8 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 		return nil, err
 	}
 	buf := make(chan Change, 1024)
-	// The first change is a resync, also when the listener was listening already: the resync it
-	// delivers when it connects reaches only the subscribers it has then. (A listener that
-	// connects after the subscription below delivers a second one.)
+	// The first change is a resync, also when the listener was listening already: the listener
+	// delivers one only when it reconnects.
 	buf <- Change{Kind: ChangeResync, Queue: q.name}
 	var missed atomic.Bool
 	sub := q.c.listener.subscribe(q.name, func(m message) {

@@ -180,3 +180,46 @@ func raceWatchClose(t *testing.T, q *Queue[int], delay time.Duration) {
 		<-watched
 	}
 }
+
+// nextAnyChange waits for the next change, whatever its kind.
+func nextAnyChange(t *testing.T, ch <-chan Change) Change {
+	t.Helper()
+	select {
+	case c, ok := <-ch:
+		if !ok {
+			t.Fatal("the watch closed")
+		}
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out waiting for a change")
+		panic("unreachable")
+	}
+}
+
+// A watch starts with exactly one ChangeResync, also when its Watch starts the listener, and gets
+// exactly one more each time the listener reconnects.
+func TestWatchResyncsOncePerConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "resyncs")
+	changes, err := q.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// expect checks that the next changes are a resync and then the one that op causes.
+	expect := func(op func(context.Context) error, kind ChangeKind) {
+		t.Helper()
+		if c := nextAnyChange(t, changes); c.Kind != ChangeResync {
+			t.Fatalf("got change %s, want %s", c.Kind, ChangeResync)
+		}
+		if err := op(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if c := nextAnyChange(t, changes); c.Kind != kind {
+			t.Fatalf("got change %s after the resync, want %s", c.Kind, kind)
+		}
+	}
+	expect(q.Pause, ChangePaused)
+	b.exec("SELECT pg_terminate_backend($1)", int32(b.client.listener.pid.Load()))
+	expect(q.Resume, ChangeResumed)
+}
