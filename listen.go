@@ -29,7 +29,7 @@ const (
 	msgCompleted = 'C'
 	msgRetrying  = 'R'
 	msgFailed    = 'F'
-	msgResync    = '*' // not sent: delivered to subscribers after the listener (re)connects
+	msgResync    = '*' // not sent: delivered to subscribers after the listener reconnects
 )
 
 // message is one parsed notification.
@@ -89,20 +89,23 @@ func wakeMessage(status Status, queue string) string {
 
 // listener holds a client's one LISTEN connection and fans wake-ups out to the subscribed
 // workers. It runs while at least one worker is subscribed, reconnects with back-off when its
-// connection drops, and after every (re)connect wakes every subscriber, because notifications
-// sent while it was away are lost.
+// connection drops, and after every connect wakes every subscriber, because notifications sent
+// before it listened are lost. After a reconnect (a connect that follows a lost session or a
+// failed attempt, not the first one of a run) it also delivers msgResync: the database is back,
+// and changes may have gone unheard.
 type listener struct {
 	pool    *pgxpool.Pool
 	log     *slog.Logger
 	connStr string // a connection string to listen on instead of the pool (Config.ListenConnString)
 	enabled bool   // false behind a transaction pooler without ListenConnString: workers poll
 
-	mu     sync.Mutex
-	subs   map[string]map[*subscription]struct{}
-	users  int
-	closed bool
-	stop   context.CancelFunc // stops the running loop; nil when none runs
-	done   chan struct{}      // closed when the running loop has returned
+	mu        sync.Mutex
+	subs      map[string]map[*subscription]struct{}
+	users     int
+	stop      context.CancelFunc // stops the running loop; nil when none runs
+	done      chan struct{}      // closed when the latest loop has returned; nil before the first
+	listening chan struct{}      // closed while a session listens; replaced when it ends
+	closed    chan struct{}      // closed by close: no loop runs again
 
 	pid      atomic.Uint32 // backend pid of the current connection; 0 while disconnected
 	sessions atomic.Int64  // connections established and listening so far
@@ -121,11 +124,13 @@ type subscription struct {
 
 func newListener(pool *pgxpool.Pool, cfg Config) *listener {
 	return &listener{
-		pool:    pool,
-		log:     cfg.Logger,
-		connStr: cfg.ListenConnString,
-		enabled: !cfg.TransactionPooler || cfg.ListenConnString != "",
-		subs:    make(map[string]map[*subscription]struct{}),
+		pool:      pool,
+		log:       cfg.Logger,
+		connStr:   cfg.ListenConnString,
+		enabled:   !cfg.TransactionPooler || cfg.ListenConnString != "",
+		subs:      make(map[string]map[*subscription]struct{}),
+		listening: make(chan struct{}),
+		closed:    make(chan struct{}),
 	}
 }
 
@@ -137,7 +142,19 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// subscribe registers interest in queue and starts the listening loop if it is the first.
+// isClosed reports whether close has been called.
+func (l *listener) isClosed() bool {
+	select {
+	case <-l.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// subscribe registers interest in queue and starts the listening loop if it is the first. A
+// new loop first waits for the previous one, which the last subscriber out may still be
+// stopping, to return: two loops never run at once.
 func (l *listener) subscribe(queue string, onMessage func(message)) *subscription {
 	s := &subscription{
 		l:         l,
@@ -153,10 +170,16 @@ func (l *listener) subscribe(queue string, onMessage func(message)) *subscriptio
 	}
 	l.subs[queue][s] = struct{}{}
 	l.users++
-	if l.stop == nil && !l.closed && l.enabled {
+	if l.stop == nil && !l.isClosed() && l.enabled {
 		ctx, stop := context.WithCancel(context.Background())
-		l.stop, l.done = stop, make(chan struct{})
-		go l.run(ctx, l.done)
+		prev, done := l.done, make(chan struct{})
+		l.stop, l.done = stop, done
+		go func() {
+			if prev != nil {
+				<-prev
+			}
+			l.run(ctx, done)
+		}()
 	}
 	return s
 }
@@ -172,9 +195,9 @@ func (s *subscription) close() {
 	l.users--
 	var stop context.CancelFunc
 	var done chan struct{}
-	if l.users == 0 {
+	if l.users == 0 && l.stop != nil {
 		stop, done = l.stop, l.done
-		l.stop, l.done = nil, nil
+		l.stop = nil
 	}
 	l.mu.Unlock()
 	if stop != nil {
@@ -183,15 +206,20 @@ func (s *subscription) close() {
 	}
 }
 
-// close stops the loop for good and waits for it to end.
+// close stops the loop for good, wakes those in waitListening, and waits for the loop to end
+// (also when the last subscriber out is stopping it).
 func (l *listener) close() {
 	l.mu.Lock()
-	l.closed = true
+	if !l.isClosed() {
+		close(l.closed)
+	}
 	stop, done := l.stop, l.done
-	l.stop, l.done = nil, nil
+	l.stop = nil
 	l.mu.Unlock()
 	if stop != nil {
 		stop()
+	}
+	if done != nil {
 		<-done
 	}
 }
@@ -238,13 +266,15 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // session connects, listens and dispatches notifications until the connection fails or ctx
-// ends.
+// ends. *failures counts the run's failed attempts and lost sessions since it last connected:
+// when it is not zero, this connect is a reconnect, and subscribers are told to resynchronize.
 func (l *listener) session(ctx context.Context, failures *int) error {
 	conn, err := l.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() {
+		l.setListening(false)
 		l.pid.Store(0)
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -264,8 +294,9 @@ func (l *listener) session(ctx context.Context, failures *int) error {
 	}
 	l.pid.Store(conn.PgConn().PID())
 	l.sessions.Add(1)
+	l.wakeAll(*failures > 0)
 	*failures = 0
-	l.wakeAll()
+	l.setListening(true)
 
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -296,13 +327,14 @@ func (l *listener) dispatch(payload string) {
 	}
 }
 
-// wakeAll signals every subscriber, as if each of its queues had new jobs of both kinds, and
-// tells those that follow messages to resynchronize.
-func (l *listener) wakeAll() {
+// wakeAll signals every subscriber, as if each of its queues had new jobs of both kinds: those
+// that subscribed before the LISTEN took effect may have missed notifications. With resync, it
+// also tells those that follow messages to resynchronize.
+func (l *listener) wakeAll(resync bool) {
 	for _, s := range l.subscribers("") {
 		signal(s.available)
 		signal(s.scheduled)
-		if s.onMessage != nil {
+		if resync && s.onMessage != nil {
 			s.onMessage(message{kind: msgResync, queue: s.queue})
 		}
 	}
@@ -328,19 +360,43 @@ func (l *listener) subscribers(queue string) []*subscription {
 	return subs
 }
 
-// waitListening waits until the listener holds a listening connection, or ctx ends.
-func (l *listener) waitListening(ctx context.Context) error {
-	if !l.enabled {
-		return errors.New("pgqueue: the client does not listen (Config.TransactionPooler without ListenConnString)")
-	}
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for l.pid.Load() == 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+// setListening records whether a session listens: it closes the listening channel, waking
+// those in waitListening, or, when the session ends, replaces the closed channel with an open
+// one. A channel still open is kept: those waiting on it wait for the next session.
+func (l *listener) setListening(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.listening:
+		if !on {
+			l.listening = make(chan struct{})
+		}
+	default:
+		if on {
+			close(l.listening)
 		}
 	}
-	return nil
+}
+
+// waitListening blocks until the listener holds a listening connection, so that notifications
+// sent afterwards are received. The caller must hold a subscription, without which no loop runs.
+// It blocks for as long as the listener cannot connect, unless ctx ends (ctx.Err()), or the
+// listener or the caller's closed channel (the client's done) is closed (ErrClosed).
+func (l *listener) waitListening(ctx context.Context, closed <-chan struct{}) error {
+	if !l.enabled {
+		return errors.New("the client does not listen (Config.TransactionPooler without ListenConnString)")
+	}
+	l.mu.Lock()
+	listening := l.listening
+	l.mu.Unlock()
+	select {
+	case <-listening:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closed:
+		return ErrClosed
+	case <-l.closed:
+		return ErrClosed
+	}
 }

@@ -198,3 +198,31 @@ func TestCoalescedNotificationsStrandNothing(t *testing.T) {
 		waitFor(t, 10*time.Second, "the job whose window's notification was lost", func() bool { return ran.Load() == want })
 	}
 }
+
+// When the listener first connects, it wakes the subscribers that were waiting for it (they may
+// have missed notifications) but delivers no msgResync, which workers take to mean that the
+// database is back; it delivers exactly one after each reconnect.
+func TestListenerResyncsOnlyAfterReconnect(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := b.client.listener
+	msgs := make(chan message, 100)
+	sub := l.subscribe("resync", func(m message) { msgs <- m })
+	defer sub.close()
+	for session := int64(1); session <= 3; session++ {
+		if session > 1 {
+			b.exec("SELECT pg_terminate_backend($1)", int32(l.pid.Load()))
+			if m := receive(t, msgs, 30*time.Second, "the resync after a reconnect"); m.kind != msgResync {
+				t.Fatalf("session %d: got message %q, want the resync", session, m.kind)
+			}
+		}
+		waitListening(t, b.client, session)
+		receive(t, sub.available, 30*time.Second, "the wake-up of available jobs on connecting")
+		receive(t, sub.scheduled, 30*time.Second, "the wake-up of scheduled jobs on connecting")
+		// The next message is the one sent now: no other resync came before it.
+		b.exec(notifySQL, formatMessage(msgPaused, "resync", nil))
+		if m := receive(t, msgs, 30*time.Second, "the pause message"); m.kind != msgPaused {
+			t.Fatalf("session %d: got message %q, want the pause", session, m.kind)
+		}
+	}
+}

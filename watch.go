@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -62,8 +63,10 @@ var changeKinds = map[byte]ChangeKind{
 const watchTTL = time.Minute
 
 // Watch returns a channel of the queue's changes, driven by LISTEN/NOTIFY: enqueues, starts and
-// outcomes of jobs, cancellations, deletions, pause and resume. It returns once the client is
-// listening, so that changes after it returns are seen; the first change is a ChangeResync.
+// outcomes of jobs, cancellations, deletions, pause and resume. It blocks until the client is
+// listening, so that changes after it returns are seen, for as long as the listener cannot
+// connect; it returns ErrClosed if the client is closed meanwhile, and ctx's error if ctx ends.
+// The first change is a ChangeResync.
 // While a queue is watched, its workers announce the jobs they start and settle (a notification
 // per batch); nobody pays for that when nobody watches.
 //
@@ -80,9 +83,8 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 		return nil, err
 	}
 	buf := make(chan Change, 1024)
-	// The first change is a resync, also when the listener was listening already: the resync it
-	// delivers when it connects reaches only the subscribers it has then. (A listener that
-	// connects after the subscription below delivers a second one.)
+	// The first change is a resync, also when the listener was listening already: the listener
+	// delivers one only when it reconnects.
 	buf <- Change{Kind: ChangeResync, Queue: q.name}
 	var missed atomic.Bool
 	sub := q.c.listener.subscribe(q.name, func(m message) {
@@ -96,8 +98,11 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 			missed.Store(true)
 		}
 	})
-	if err := q.c.listener.waitListening(ctx); err != nil {
+	if err := q.c.listener.waitListening(ctx, q.c.done); err != nil {
 		sub.close()
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("pgqueue: watch %s: %w", q.name, err)
 	}
 

@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -126,4 +127,99 @@ func TestWatchEndsWithClose(t *testing.T) {
 	if _, err := q.Watch(t.Context()); err == nil {
 		t.Fatal("Watch on a closed client succeeded")
 	}
+}
+
+// Watch racing Close returns, with ErrClosed or with a channel that then closes, although its
+// context never ends: it does not wait for a listener that Close stopped (or never started).
+func TestWatchRacingClose(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range 200 {
+		c := b.newClient()
+		q := newQueue[int](t, c, "racing")
+		// Close at various points of Watch: before it subscribes, while it waits for the
+		// listener, after it has registered.
+		raceWatchClose(t, q, time.Duration(i%20)*100*time.Microsecond)
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// raceWatchClose runs q.Watch, with a context that does not end, and q's client's Close after
+// delay, and checks that both return.
+func raceWatchClose(t *testing.T, q *Queue[int], delay time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // only to release a stuck Watch once the test has failed
+	watched := make(chan error, 1)
+	go func() {
+		changes, err := q.Watch(ctx)
+		if err == nil {
+			for range changes { // must close
+			}
+		}
+		watched <- err
+	}()
+	closed := make(chan error, 1)
+	go func() {
+		time.Sleep(delay)
+		closed <- q.c.Close()
+	}()
+	if err := receive(t, closed, 30*time.Second, "Close racing Watch to return"); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case err := <-watched:
+		if err != nil && !errors.Is(err, ErrClosed) {
+			t.Errorf("Watch racing Close returned %v, want ErrClosed or a channel", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("Watch racing Close had not returned 30s after Close")
+		cancel()
+		<-watched
+	}
+}
+
+// nextAnyChange waits for the next change, whatever its kind.
+func nextAnyChange(t *testing.T, ch <-chan Change) Change {
+	t.Helper()
+	select {
+	case c, ok := <-ch:
+		if !ok {
+			t.Fatal("the watch closed")
+		}
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out waiting for a change")
+		panic("unreachable")
+	}
+}
+
+// A watch starts with exactly one ChangeResync, also when its Watch starts the listener, and gets
+// exactly one more each time the listener reconnects.
+func TestWatchResyncsOncePerConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "resyncs")
+	changes, err := q.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// expect checks that the next changes are a resync and then the one that op causes.
+	expect := func(op func(context.Context) error, kind ChangeKind) {
+		t.Helper()
+		if c := nextAnyChange(t, changes); c.Kind != ChangeResync {
+			t.Fatalf("got change %s, want %s", c.Kind, ChangeResync)
+		}
+		if err := op(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if c := nextAnyChange(t, changes); c.Kind != kind {
+			t.Fatalf("got change %s after the resync, want %s", c.Kind, kind)
+		}
+	}
+	expect(q.Pause, ChangePaused)
+	b.exec("SELECT pg_terminate_backend($1)", int32(b.client.listener.pid.Load()))
+	expect(q.Resume, ChangeResumed)
 }
