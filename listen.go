@@ -29,7 +29,8 @@ const (
 	msgCompleted = 'C'
 	msgRetrying  = 'R'
 	msgFailed    = 'F'
-	msgResync    = '*' // not sent: delivered to subscribers after the listener reconnects
+	msgListening = '+' // not sent: delivered to subscribers when the listener's first connection listens
+	msgResync    = '*' // not sent: delivered to subscribers, instead of msgListening, after a reconnect
 )
 
 // message is one parsed notification.
@@ -111,14 +112,12 @@ type listener struct {
 	sessions atomic.Int64  // connections established and listening so far
 }
 
-// subscription is one worker's (or watcher's) interest in one queue. Its channels hold at most
-// one pending signal each: a burst of notifications wakes the worker once. onMessage, if set,
-// receives every message of the queue, on the listener's goroutine: it must not block.
+// subscription is one runtime's (or watcher's) interest in one queue. onMessage receives every
+// message of the queue, on the listener's goroutine: it must not block, and must not call user
+// code.
 type subscription struct {
 	l         *listener
 	queue     string
-	available chan struct{}
-	scheduled chan struct{}
 	onMessage func(message)
 }
 
@@ -156,13 +155,7 @@ func (l *listener) isClosed() bool {
 // new loop first waits for the previous one, which the last subscriber out may still be
 // stopping, to return: two loops never run at once.
 func (l *listener) subscribe(queue string, onMessage func(message)) *subscription {
-	s := &subscription{
-		l:         l,
-		queue:     queue,
-		available: make(chan struct{}, 1),
-		scheduled: make(chan struct{}, 1),
-		onMessage: onMessage,
-	}
+	s := &subscription{l: l, queue: queue, onMessage: onMessage}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.subs[queue] == nil {
@@ -315,28 +308,21 @@ func (l *listener) dispatch(payload string) {
 		return
 	}
 	for _, s := range l.subscribers(m.queue) {
-		switch m.kind {
-		case msgAvailable, msgResumed:
-			signal(s.available)
-		case msgScheduled:
-			signal(s.scheduled)
-		}
-		if s.onMessage != nil {
-			s.onMessage(m)
-		}
+		s.onMessage(m)
 	}
 }
 
-// wakeAll signals every subscriber, as if each of its queues had new jobs of both kinds: those
-// that subscribed before the LISTEN took effect may have missed notifications. With resync, it
-// also tells those that follow messages to resynchronize.
+// wakeAll tells every subscriber that the listener listens: msgListening on the loop's first
+// connection (those that subscribed before the LISTEN took effect may have missed
+// notifications: runtimes look at their queues again), msgResync on a reconnect (notifications
+// were lost while it was away, and the database is back).
 func (l *listener) wakeAll(resync bool) {
+	kind := byte(msgListening)
+	if resync {
+		kind = msgResync
+	}
 	for _, s := range l.subscribers("") {
-		signal(s.available)
-		signal(s.scheduled)
-		if resync && s.onMessage != nil {
-			s.onMessage(message{kind: msgResync, queue: s.queue})
-		}
+		s.onMessage(message{kind: kind, queue: s.queue})
 	}
 }
 

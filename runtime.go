@@ -312,6 +312,12 @@ func (q *queueRun) onMessage(m message) {
 		signal(rt.wakeMaint)
 	case msgCancelled:
 		rt.cancelAttempts(q, m.ids)
+	case msgListening:
+		// Notifications sent before the LISTEN took effect were not heard.
+		q.wantClaim.Store(true)
+		q.wantPromote.Store(true)
+		signal(rt.wakeFetch)
+		signal(rt.wakeMaint)
 	case msgResync:
 		// Notifications may have been lost while the listener was away.
 		q.wantClaim.Store(true)
