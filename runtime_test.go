@@ -1,0 +1,162 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// runWorkers serves workers with one Client.Run until the test ends (or the returned stop is
+// called) and checks that Run returned nil.
+func runWorkers(t testing.TB, c *Client, workers ...AnyWorker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, workers...) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Errorf("Run did not return within a minute of its context ending")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestClientRunChecksItsWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := func(context.Context, *Job[int]) error { return nil }
+	emails := newQueue[int](t, b.client, "emails")
+	w := must(emails.NewWorker(h, nil))
+	again := must(emails.NewWorker(h, nil))
+	other := must(newQueue[int](t, b.newClient(), "other").NewWorker(h, nil))
+	var nilWorker *Worker[int]
+	for name, workers := range map[string][]AnyWorker{
+		"none":                  nil,
+		"a nil worker":          {nilWorker},
+		"two workers one queue": {w, again},
+		"another client's":      {w, other},
+	} {
+		if err := b.client.Run(t.Context(), workers...); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("Run with %s = %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if w.spec.running.Load() {
+		t.Fatal("a refused Run left the worker marked running")
+	}
+
+	stop := runWorkers(t, b.client, w)
+	waitFor(t, 10*time.Second, "the worker to run", func() bool { return w.spec.running.Load() })
+	reports := must(newQueue[int](t, b.client, "reports").NewWorker(h, nil))
+	if err := b.client.Run(t.Context(), reports, w); !errors.Is(err, ErrWorkerRunning) {
+		t.Errorf("Run with a running worker = %v, want ErrWorkerRunning", err)
+	}
+	if reports.spec.running.Load() {
+		t.Fatal("a refused Run left the other worker marked running")
+	}
+	stop()
+
+	c := b.newClient()
+	late := must(newQueue[int](t, c, "late").NewWorker(h, nil))
+	_ = c.Close()
+	if err := c.Run(t.Context(), late); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run after Close = %v, want ErrClosed", err)
+	}
+}
+
+// One Run serves queues of different payload types, each within its own Concurrency, skips a
+// paused queue until it is resumed, and reports each queue's events to its own worker.
+func TestClientRunServesManyQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const queues, jobs, slots = 12, 30, 2
+	var mu sync.Mutex
+	running, most := map[string]int{}, map[string]int{}
+	enter := func(queue string) func() {
+		mu.Lock()
+		running[queue]++
+		most[queue] = max(most[queue], running[queue])
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		return func() { mu.Lock(); running[queue]--; mu.Unlock() }
+	}
+	ev := newEvents()
+	var workers []AnyWorker
+	var ints []*Queue[int]
+	for i := range queues {
+		q := newQueue[int](t, b.client, fmt.Sprintf("ints-%d", i))
+		ints = append(ints, q)
+		workers = append(workers, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			defer enter(job.Queue)()
+			return nil
+		}, &WorkerOptions{Concurrency: slots, OnEvent: ev.on, PollInterval: noPoll})))
+	}
+	words := newQueue[string](t, b.client, "words")
+	workers = append(workers, must(words.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		defer enter(job.Queue)()
+		if job.Payload != "hello" {
+			return Permanent(fmt.Errorf("payload %q", job.Payload))
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 1, OnEvent: ev.on, PollInterval: noPoll})))
+
+	paused := ints[0]
+	if err := paused.Pause(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range ints {
+		if _, err := q.EnqueueMany(t.Context(), make([]int, jobs), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runWorkers(t, b.client, workers...)
+	if _, err := words.Enqueue(t.Context(), "hello", nil); err != nil { // after Run: a wake-up
+		t.Fatal(err)
+	}
+
+	completed := map[string]int{}
+	for range (queues-1)*jobs + 1 {
+		e := ev.next(t, EventCompleted)
+		completed[e.Queue]++
+	}
+	if completed[paused.Name()] != 0 || b.count("queue = $1", paused.Name()) != jobs {
+		t.Fatalf("the paused queue ran %d jobs", completed[paused.Name()])
+	}
+	if err := paused.Resume(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for range jobs {
+		e := ev.next(t, EventCompleted)
+		completed[e.Queue]++
+	}
+	for _, q := range ints {
+		if completed[q.Name()] != jobs {
+			t.Errorf("queue %s: %d jobs completed, want %d", q.Name(), completed[q.Name()], jobs)
+		}
+	}
+	if completed["words"] != 1 {
+		t.Errorf("queue words: %d jobs completed, want 1", completed["words"])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for queue, n := range most {
+		if limit := map[bool]int{true: 1, false: slots}[queue == "words"]; n > limit {
+			t.Errorf("queue %s ran %d jobs at once, more than its Concurrency %d", queue, n, limit)
+		}
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs left in the table", n)
+	}
+}
