@@ -20,10 +20,10 @@
 //	job, err := emails.Enqueue(ctx, Email{To: "ada@example.com"}, nil)
 //	job, err = emails.EnqueueTx(ctx, tx, Email{…}, &pgqueue.EnqueueOptions{Delay: time.Hour})
 //
-//	w := emails.NewWorker(func(ctx context.Context, job *pgqueue.Job[Email]) error {
+//	mailer, err := emails.NewWorker(func(ctx context.Context, job *pgqueue.Job[Email]) error {
 //		return send(ctx, job.Payload)
-//	}, &pgqueue.WorkerOptions{Concurrency: 20})
-//	err = w.Run(ctx) // until ctx ends; then shuts down gracefully
+//	}, &pgqueue.WorkerOptions{Concurrency: 20}) // options are checked here
+//	err = client.Run(ctx, mailer, billing) // every queue, one runtime; until ctx ends
 //
 // A handler returns nil to complete its job, an error to retry it after a back-off,
 // Snooze(d) to run it later without using an attempt, or Permanent(err) to fail it at once; it

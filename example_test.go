@@ -122,6 +122,36 @@ func Example_worker() {
 	}
 }
 
+// One Run serves every queue of the process: one claim loop, one heartbeat and one completer
+// for all of them, each worker with its own handler and options.
+func ExampleClient_Run() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	defer client.Close()
+	emails, _ := pgqueue.NewQueue[Email](client, "emails")
+	type Invoice struct{ Order int64 }
+	invoices, _ := pgqueue.NewQueue[Invoice](client, "invoices")
+
+	mailer, err := emails.NewWorker(func(ctx context.Context, job *pgqueue.Job[Email]) error {
+		return send(ctx, job.Payload)
+	}, &pgqueue.WorkerOptions{Concurrency: 50})
+	if err != nil {
+		log.Fatal(err)
+	}
+	billing, err := invoices.NewWorker(func(ctx context.Context, job *pgqueue.Job[Invoice]) error {
+		return nil // bill job.Payload.Order
+	}, &pgqueue.WorkerOptions{Concurrency: 5, JobTimeout: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Blocks until ctx ends, then stops both gracefully.
+	if err := client.Run(ctx, mailer, billing); err != nil {
+		log.Fatal(err)
+	}
+}
+
 // A report that runs every night, for ever. The unique key keeps a single chain however many
 // times the application enqueues it at start-up.
 func ExampleEnqueueOptions_repeat() {
