@@ -109,8 +109,6 @@ type settled struct {
 // them. Every statement matches on (id, lock_token), so an outcome whose lock was lost changes
 // nothing; it is reported as EventLockLost.
 func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome) error {
-	// Lock rows in id order, as the heartbeat does.
-	slices.SortFunc(batch, func(x, y outcome) int { return x.a.id.Compare(y.a.id) })
 	args := rt.buildSettle(batch)
 	results, err := rt.sendSettle(ctx, args)
 	if err != nil {
@@ -120,8 +118,10 @@ func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome) error {
 	return nil
 }
 
-// buildSettle sorts a batch into the columns of the settle statements.
+// buildSettle sorts a batch into the columns of the settle statements, in id order: rows are
+// locked in id order, as the heartbeat locks them.
 func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
+	slices.SortFunc(batch, func(x, y outcome) int { return x.a.id.Compare(y.a.id) })
 	a := &settleArgs{}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -164,6 +164,23 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 // rolled back. A statement under way is not interrupted: its effect would be unknown.
 func (rt *runtime) sendSettle(ctx context.Context, a *settleArgs) (map[ulid.ULID]settled, error) {
 	b := &pgx.Batch{}
+	a.queue(b)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.longestLease())
+	defer cancel()
+	br := rt.c.pool.SendBatch(qctx, b)
+	defer br.Close()
+	results, err := readSettled(br, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("pgqueue: settle: %w", err)
+	}
+	return results, nil
+}
+
+// queue adds the statements the batch needs to b.
+func (a *settleArgs) queue(b *pgx.Batch) {
 	if len(a.doneIDs) > 0 {
 		b.Queue(completeSQL, a.doneIDs, a.doneTokens)
 	}
@@ -183,18 +200,6 @@ func (rt *runtime) sendSettle(ctx context.Context, a *settleArgs) (map[ulid.ULID
 		// After the statements above, which wait for any of those transactions still open.
 		b.Queue(lostAfterRollbackSQL, a.inTxIDs, a.inTxTokens, a.inTxXacts)
 	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.longestLease())
-	defer cancel()
-	br := rt.c.pool.SendBatch(qctx, b)
-	defer br.Close()
-	results, err := readSettled(br, a)
-	if err != nil {
-		return nil, err
-	}
-	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("pgqueue: settle: %w", err)
-	}
-	return results, nil
 }
 
 // readSettled reads the results of the statements sendSettle queued, in their order. A job

@@ -89,28 +89,10 @@ func (q *Queue[T]) Jobs(ctx context.Context, opts *ListOptions) (*JobPage[T], er
 	if opts != nil {
 		o = *opts
 	}
-	if o.Limit < 0 || o.Limit > ListLimitMax {
-		return nil, invalidf("ListOptions.Limit %d is out of range 0..%d", o.Limit, ListLimitMax)
-	}
-	limit := o.Limit
-	if limit == 0 {
-		limit = ListLimitDefault
-	}
-	want := map[Status]bool{}
-	if len(o.Statuses) == 0 {
-		o.Statuses = []Status{StatusRunning, StatusAvailable, StatusScheduled}
-	}
-	for _, s := range o.Statuses {
-		if !slices.Contains(listSections, s) {
-			return nil, invalidf("ListOptions.Statuses: unknown status %q", s)
-		}
-		want[s] = true
-	}
-	cur, err := decodeCursor(o.Cursor)
+	limit, want, cur, err := o.resolve()
 	if err != nil {
 		return nil, err
 	}
-
 	page := &JobPage[T]{}
 	for ; cur.Section < len(listSections); cur = (listCursor{Section: cur.Section + 1, Place: cur.Place}) {
 		status := listSections[cur.Section]
@@ -156,6 +138,30 @@ func (q *Queue[T]) Jobs(ctx context.Context, opts *ListOptions) (*JobPage[T], er
 		}
 	}
 	return page, nil
+}
+
+// resolve checks the options and returns the page size, the statuses wanted and the position to
+// start from.
+func (o ListOptions) resolve() (limit int, want map[Status]bool, cur listCursor, err error) {
+	if o.Limit < 0 || o.Limit > ListLimitMax {
+		return 0, nil, cur, invalidf("ListOptions.Limit %d is out of range 0..%d", o.Limit, ListLimitMax)
+	}
+	limit = o.Limit
+	if limit == 0 {
+		limit = ListLimitDefault
+	}
+	want = map[Status]bool{}
+	if len(o.Statuses) == 0 {
+		o.Statuses = []Status{StatusRunning, StatusAvailable, StatusScheduled}
+	}
+	for _, s := range o.Statuses {
+		if !slices.Contains(listSections, s) {
+			return 0, nil, cur, invalidf("ListOptions.Statuses: unknown status %q", s)
+		}
+		want[s] = true
+	}
+	cur, err = decodeCursor(o.Cursor)
+	return limit, want, cur, err
 }
 
 // listSection reads up to n jobs of one status after the cursor's position.

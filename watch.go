@@ -79,81 +79,104 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 	if !q.c.listener.enabled {
 		return nil, fmt.Errorf("pgqueue: watch %s: needs LISTEN; give Config.ListenConnString", q.name)
 	}
-	if err := q.renewWatch(ctx); err != nil {
+	w := &watch{c: q.c, queue: q.name, buf: make(chan Change, 1024)}
+	if err := w.renew(ctx); err != nil {
 		return nil, err
 	}
-	buf := make(chan Change, 1024)
 	// The first change is a resync, also when the listener was listening already: the listener
 	// delivers one only when it reconnects.
-	buf <- Change{Kind: ChangeResync, Queue: q.name}
-	var missed atomic.Bool
-	sub := q.c.listener.subscribe(q.name, func(m message) {
-		kind, ok := changeKinds[m.kind]
-		if !ok {
-			return
-		}
-		select {
-		case buf <- Change{Kind: kind, Queue: m.queue, JobIDs: m.ids}:
-		default:
-			missed.Store(true)
-		}
-	})
+	w.buf <- Change{Kind: ChangeResync, Queue: q.name}
+	w.sub = q.c.listener.subscribe(q.name, w.onMessage)
 	if err := q.c.listener.waitListening(ctx, q.c.done); err != nil {
-		sub.close()
+		w.sub.close()
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("pgqueue: watch %s: %w", q.name, err)
 	}
-
-	out := make(chan Change)
-	q.c.watchMu.Lock()
-	if q.c.closed.Load() {
-		q.c.watchMu.Unlock()
-		sub.close()
+	if !w.register() {
+		w.sub.close()
 		return nil, ErrClosed
 	}
-	q.c.watches.Add(1)
-	q.c.watchMu.Unlock()
-	go func() {
-		defer q.c.watches.Done()
-		defer close(out)
-		defer sub.close()
-		renew := time.NewTicker(watchTTL / 3)
-		defer renew.Stop()
-		for {
-			var c Change
-			select {
-			case <-ctx.Done():
-				return
-			case <-q.c.done:
-				return
-			case <-renew.C:
-				if err := q.renewWatch(ctx); err != nil && ctx.Err() == nil {
-					q.c.cfg.Logger.Warn("pgqueue: renew watch", "queue", q.name, "error", err)
-				}
-				continue
-			case c = <-buf:
-			}
-			if missed.Swap(false) {
-				c = Change{Kind: ChangeResync, Queue: q.name}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-q.c.done:
-				return
-			case out <- c:
-			}
-		}
-	}()
+	out := make(chan Change)
+	go w.forward(ctx, out)
 	return out, nil
 }
 
-// renewWatch records that the queue is watched for another watchTTL.
-func (q *Queue[T]) renewWatch(ctx context.Context) error {
-	if _, err := q.c.pool.Exec(ctx, watchSQL, q.name, watchTTL.Milliseconds()); err != nil {
-		return fmt.Errorf("pgqueue: watch %s: %w", q.name, err)
+// watch is one Watch call: the queue's changes wait in buf until the reader takes them.
+type watch struct {
+	c      *Client
+	queue  string
+	buf    chan Change
+	missed atomic.Bool // buf was full: the reader is owed a resync
+	sub    *subscription
+}
+
+// onMessage turns a message of the queue into a change. It runs on the listener's goroutine, so
+// it never blocks: a change that finds buf full is dropped and a resync owed instead.
+func (w *watch) onMessage(m message) {
+	kind, ok := changeKinds[m.kind]
+	if !ok {
+		return
+	}
+	select {
+	case w.buf <- Change{Kind: kind, Queue: m.queue, JobIDs: m.ids}:
+	default:
+		w.missed.Store(true)
+	}
+}
+
+// register counts the watch among the client's, unless the client is closed: Close waits for
+// the watches it counted.
+func (w *watch) register() bool {
+	w.c.watchMu.Lock()
+	defer w.c.watchMu.Unlock()
+	if w.c.closed.Load() {
+		return false
+	}
+	w.c.watches.Add(1)
+	return true
+}
+
+// forward hands the changes to the reader on out, and renews the registration, until ctx ends or
+// the client closes; then it closes out.
+func (w *watch) forward(ctx context.Context, out chan<- Change) {
+	defer w.c.watches.Done()
+	defer close(out)
+	defer w.sub.close()
+	renew := time.NewTicker(watchTTL / 3)
+	defer renew.Stop()
+	for {
+		var c Change
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.c.done:
+			return
+		case <-renew.C:
+			if err := w.renew(ctx); err != nil && ctx.Err() == nil {
+				w.c.cfg.Logger.Warn("pgqueue: renew watch", "queue", w.queue, "error", err)
+			}
+			continue
+		case c = <-w.buf:
+		}
+		if w.missed.Swap(false) {
+			c = Change{Kind: ChangeResync, Queue: w.queue}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.c.done:
+			return
+		case out <- c:
+		}
+	}
+}
+
+// renew records that the queue is watched for another watchTTL.
+func (w *watch) renew(ctx context.Context) error {
+	if _, err := w.c.pool.Exec(ctx, watchSQL, w.queue, watchTTL.Milliseconds()); err != nil {
+		return fmt.Errorf("pgqueue: watch %s: %w", w.queue, err)
 	}
 	return nil
 }
