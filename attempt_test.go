@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -102,5 +103,242 @@ func TestCompleteTxAfterLockLost(t *testing.T) {
 	}
 	if e := ev.next(t, EventLockLost); e.JobID != job.ID {
 		t.Fatalf("lock lost of %s, want %s", e.JobID, job.ID)
+	}
+}
+
+func TestUpdateSavesProgressForTheRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	type progress struct{ Done int }
+	q := newQueue[progress](t, b.client, "progress")
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[progress]) error {
+		if job.Attempt == 1 {
+			for i := 1; i <= 3; i++ {
+				if err := job.Update(ctx, progress{Done: i}); err != nil {
+					return err
+				}
+			}
+			return errors.New("crashed after step 3")
+		}
+		if job.Payload.Done != 3 {
+			return Permanent(fmt.Errorf("retry started from %d, want the saved 3", job.Payload.Done))
+		}
+		return nil
+	}, &WorkerOptions{OnEvent: ev.on, RetryBackoff: Backoff{Initial: time.Millisecond}}))
+	job, err := q.Enqueue(t.Context(), progress{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	ev.next(t, EventRetrying)
+	if c := ev.next(t, EventCompleted); c.Attempt != 2 {
+		t.Fatalf("completed on attempt %d, want 2", c.Attempt)
+	}
+
+	// A Job no handler holds cannot be updated.
+	if err := job.Update(t.Context(), progress{Done: 9}); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Update of an enqueued Job = %v, want ErrNotHeld", err)
+	}
+}
+
+func TestUpdateAfterLockLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "lost")
+	job, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	result := make(chan error, 1)
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		close(started)
+		<-ctx.Done()
+		result <- job.Update(context.Background(), 2)
+		return nil
+	}, &WorkerOptions{LockDuration: 300 * time.Millisecond, PollInterval: noPoll}))
+	startWorker(t, w)
+	<-started
+	b.exec("UPDATE pgqueue_jobs SET lock_token = gen_random_uuid() WHERE id = $1", [16]byte(job.ID))
+	if err := receive(t, result, 10*time.Second, "the update"); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Update after the lock was lost = %v, want ErrNotHeld", err)
+	}
+	if n := b.count("id = $1 AND payload = '1'", [16]byte(job.ID)); n != 1 {
+		t.Fatal("the payload changed after the lock was lost")
+	}
+}
+
+// CompleteTx commits the job's completion with the handler's own writes, or neither.
+func TestCompleteTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec("CREATE TABLE ledger (job uuid PRIMARY KEY, amount int)")
+	q := newQueue[int](t, b.client, "ledger")
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, "INSERT INTO ledger VALUES ($1, $2)", [16]byte(job.ID), job.Payload); err != nil {
+			return err
+		}
+		if err := job.CompleteTx(ctx, tx); err != nil {
+			return err
+		}
+		if job.Payload < 0 && job.Attempt == 1 {
+			return errors.New("rolled back") // the deferred rollback undoes both
+		}
+		return tx.Commit(ctx)
+	}, &WorkerOptions{OnEvent: ev.on, RetryBackoff: Backoff{Initial: time.Millisecond}}))
+	good, err := q.Enqueue(t.Context(), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	if c := ev.next(t, EventCompleted); c.JobID != good.ID {
+		t.Fatalf("completed %s", c.JobID)
+	}
+	if b.count("id = $1", [16]byte(good.ID)) != 0 {
+		t.Fatal("the job completed in the transaction is still there")
+	}
+	var n int
+	if err := b.pool.QueryRow(t.Context(), "SELECT count(*) FROM ledger WHERE job = $1", [16]byte(good.ID)).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("ledger rows for the job: %d, %v", n, err)
+	}
+
+	// Rolled back on the first attempt: neither the ledger row nor the completion; the retry
+	// commits both.
+	bad, err := q.Enqueue(t.Context(), -5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ev.next(t, EventRetrying); r.JobID != bad.ID {
+		t.Fatalf("retrying %s", r.JobID)
+	}
+	if c := ev.next(t, EventCompleted); c.JobID != bad.ID || c.Attempt != 2 {
+		t.Fatalf("completed %+v", c)
+	}
+	if err := b.pool.QueryRow(t.Context(), "SELECT count(*) FROM ledger WHERE job = $1", [16]byte(bad.ID)).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("ledger rows for the retried job: %d, %v", n, err)
+	}
+}
+
+func TestSnooze(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "snooze")
+	ev := newEvents()
+	attempts := make(chan int, 3)
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		attempts <- job.Attempt
+		if len(attempts) == 1 {
+			return Snooze(200 * time.Millisecond)
+		}
+		return nil
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll}))
+	job, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	s := ev.next(t, EventSnoozed)
+	if s.JobID != job.ID || s.RunAt.IsZero() {
+		t.Fatalf("snoozed event = %+v", s)
+	}
+	if n := b.count("id = $1 AND status = 'scheduled' AND attempt = 0 AND errors IS NULL", [16]byte(job.ID)); n != 1 {
+		t.Fatal("the snoozed job is not scheduled with its attempt uncharged and no error")
+	}
+	// With MaxAttempts 1 it still runs again: the snooze used no attempt.
+	ev.next(t, EventCompleted)
+	if a := []int{<-attempts, <-attempts}; a[0] != 1 || a[1] != 1 {
+		t.Fatalf("attempts seen: %v, want [1 1]", a)
+	}
+}
+
+func TestPermanentFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "permanent")
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		return Permanent(errors.New("invalid account"))
+	}, &WorkerOptions{OnEvent: ev.on}))
+	if _, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{MaxAttempts: 10}); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	f := ev.next(t, EventFailed)
+	if f.Attempt != 1 || f.Err.Error() != "invalid account" {
+		t.Fatalf("failed event = %+v", f)
+	}
+	if n := b.count("status = 'failed' AND attempt = 1 AND errors->0->>'error' = 'invalid account'"); n != 1 {
+		t.Fatal("the job did not fail at once with its error recorded")
+	}
+}
+
+// After a CompleteTx that rolled back, the row is locked for a while by another transaction (the
+// handler's own here, as an Update or an operator's Cancel would): heartbeats skip it, but the
+// job is still this attempt's, and it must not be given up for that.
+func TestCompleteTxRolledBackRowLockedAWhile(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "rollback-locked")
+	ev := newEvents()
+	cause := make(chan error, 1)
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if err := job.CompleteTx(ctx, tx); err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			return err
+		}
+		lock, err := b.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer lock.Rollback(context.Background())
+		if _, err := lock.Exec(ctx, "SELECT FROM pgqueue_jobs WHERE id = $1 FOR UPDATE", [16]byte(job.ID)); err != nil {
+			return err
+		}
+		// Several heartbeats go by while the row is locked.
+		if !sleepCtx(ctx, time.Second) {
+			cause <- context.Cause(ctx)
+			return ctx.Err()
+		}
+		return lock.Commit(ctx)
+	}, &WorkerOptions{Concurrency: 1, LockDuration: time.Hour, HeartbeatInterval: 100 * time.Millisecond,
+		PollInterval: time.Hour, OnEvent: ev.on}))
+	startWorker(t, w)
+	job, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case e := <-ev.ch:
+			switch {
+			case e.JobID != job.ID:
+			case e.Kind == EventCompleted:
+				if n := b.count("true"); n != 0 {
+					t.Fatalf("%d jobs left after the job completed", n)
+				}
+				return
+			case e.Kind == EventLockLost || e.Kind == EventRetrying || e.Kind == EventFailed:
+				t.Fatalf("event %s (%v): the job was taken from its handler while a transaction locked its row", e.Kind, e.Err)
+			}
+		case err := <-cause:
+			t.Fatalf("the handler's context ended with %v", err)
+		case <-deadline:
+			t.Fatal("the job did not complete")
+		}
 	}
 }

@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -285,5 +286,207 @@ func TestClosedClient(t *testing.T) {
 	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, nil))
 	if err := w.Run(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Run after Close = %v", err)
+	}
+}
+
+// TestPayloadLimit checks Config.MaxPayloadBytes on every path that writes a payload (Enqueue,
+// EnqueueTx, EnqueueMany, EnqueueManyTx, Job.Update): a payload of exactly the limit is
+// accepted, one byte more is refused with ErrPayloadTooLarge, nothing is written, and the
+// caller's transaction is not poisoned.
+func TestPayloadLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	const limit = 100
+	client, err := NewClient(b.pool, &Config{Logger: testLogger(t), MaxPayloadBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[string](t, client, "limited")
+	fits := strings.Repeat("x", limit-2) // with its quotes, exactly the limit
+	over := fits + "y"
+	tooLarge := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrPayloadTooLarge) {
+			t.Errorf("%s of %d bytes = %v, want ErrPayloadTooLarge", what, limit+1, err)
+		}
+	}
+
+	_, err = q.Enqueue(ctx, over, nil)
+	tooLarge("Enqueue", err)
+	_, err = q.EnqueueMany(ctx, []string{fits, over}, nil)
+	tooLarge("EnqueueMany", err)
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d rows after refused enqueues", n)
+	}
+
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = q.EnqueueTx(ctx, tx, over, nil)
+	tooLarge("EnqueueTx", err)
+	_, err = q.EnqueueManyTx(ctx, tx, []string{fits, over}, nil)
+	tooLarge("EnqueueManyTx", err)
+	// The transaction goes on: the refusals sent nothing.
+	if _, err := q.EnqueueTx(ctx, tx, fits, nil); err != nil {
+		t.Fatalf("EnqueueTx after the refusals: %v", err)
+	}
+	if _, err := q.EnqueueManyTx(ctx, tx, []string{fits}, nil); err != nil {
+		t.Fatalf("EnqueueManyTx after the refusals: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit after the refusals: %v", err)
+	}
+	if _, err := q.Enqueue(ctx, fits, nil); err != nil {
+		t.Fatalf("Enqueue of exactly the limit: %v", err)
+	}
+	if n := b.count("true"); n != 3 {
+		t.Fatalf("%d rows, want the 3 that fit", n)
+	}
+
+	// Job.Update refuses too, and the stored payload stays as it was.
+	updated := make(chan error, 3)
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		updated <- job.Update(ctx, over)
+		return errors.New("keep the job")
+	}, &WorkerOptions{Concurrency: 1, RetryBackoff: Backoff{Initial: time.Hour}}))
+	stop := startWorker(t, w)
+	for range 3 {
+		tooLarge("Job.Update", receive(t, updated, 30*time.Second, "Update"))
+	}
+	stop()
+	if n := b.count("payload = to_jsonb($1::text)", fits); n != 3 {
+		t.Fatalf("%d jobs keep their payload, want 3", n)
+	}
+}
+
+// TestUnstorableValuesRejected checks that values Postgres cannot store are refused with
+// ErrInvalidOption before anything is written, by every enqueue path and by Job.Update, rather
+// than failing inside the database (which would also poison the caller's transaction): text
+// with U+0000 or invalid UTF-8, run times outside the years 1 to 9999, and JSON that jsonb
+// refuses (not UTF-8, \u0000, unpaired surrogates, numbers beyond numeric).
+func TestUnstorableValuesRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[json.RawMessage](t, b.client, "unstorable")
+	strs := newQueue[string](t, b.client, "unstorable-strings")
+
+	if _, err := NewClient(b.pool, &Config{ID: "worker\x00one"}); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewClient with U+0000 in Config.ID = %v, want ErrInvalidOption", err)
+	}
+	if _, err := NewClient(b.pool, &Config{ID: "worker\xffone"}); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("NewClient with invalid UTF-8 in Config.ID = %v, want ErrInvalidOption", err)
+	}
+
+	badOpts := map[string]*EnqueueOptions{
+		"key with U+0000":      {UniqueKey: "a\x00b"},
+		"key not UTF-8":        {UniqueKey: "a\xc3"},
+		"run at year 10000":    {RunAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at year 300000":   {RunAt: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at year 0":        {RunAt: time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC)},
+		"run at year -5000":    {RunAt: time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at year 1e9 BC":   {RunAt: time.Date(-1e9, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at year 1e9 AD":   {RunAt: time.Date(1e9, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"run at max time.Time": {RunAt: time.Unix(1<<62, 0)},
+	}
+	badPayloads := map[string]json.RawMessage{
+		"NUL escape":             json.RawMessage(`{"a":"x\u0000y"}`),
+		"NUL escape in a key":    json.RawMessage(`{"\u0000":1}`),
+		"lone high surrogate":    json.RawMessage(`["\ud800"]`),
+		"lone low surrogate":     json.RawMessage(`"\udc00"`),
+		"high then not low":      json.RawMessage(`"\ud800\u0041"`),
+		"high then end":          json.RawMessage(`"a\ud83d"`),
+		"high then plain":        json.RawMessage(`"\ud83dx"`),
+		"high then other escape": json.RawMessage(`"\ud83d\n"`),
+		"not UTF-8":              json.RawMessage("\"\xff\""),
+		"too many digits":        json.RawMessage(`1e131072`),
+		"too many decimals":      json.RawMessage(`[1.5e-16383]`),
+		"exponent out of range":  json.RawMessage(`{"n":0e1073741823}`),
+	}
+	good := json.RawMessage(`{"ok":true}`)
+	try := func(what string, payload json.RawMessage, opts *EnqueueOptions) {
+		t.Helper()
+		if _, err := q.Enqueue(ctx, payload, opts); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: Enqueue = %v, want ErrInvalidOption", what, err)
+		}
+		if _, err := q.EnqueueMany(ctx, []json.RawMessage{good, payload}, opts); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: EnqueueMany = %v, want ErrInvalidOption", what, err)
+		}
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := q.EnqueueTx(ctx, tx, payload, opts); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: EnqueueTx = %v, want ErrInvalidOption", what, err)
+		}
+		// The caller's transaction is still usable.
+		if _, err := q.EnqueueTx(ctx, tx, good, nil); err != nil {
+			t.Errorf("%s: EnqueueTx after a refused one: %v", what, err)
+		}
+	}
+	for what, opts := range badOpts {
+		try(what, good, opts)
+	}
+	for what, payload := range badPayloads {
+		try(what, payload, nil)
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs written by refused enqueues", n)
+	}
+
+	// Go strings with U+0000 are refused too; invalid UTF-8 is replaced by encoding/json.
+	if _, err := strs.Enqueue(ctx, "nul\x00inside", nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("Enqueue of a string with U+0000 = %v, want ErrInvalidOption", err)
+	}
+
+	// Stored as given, at the edges of what is accepted.
+	edges := []time.Time{
+		time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC),
+	}
+	for _, at := range edges {
+		job, err := q.Enqueue(ctx, good, &EnqueueOptions{RunAt: at})
+		if err != nil {
+			t.Fatalf("Enqueue at %s: %v", at, err)
+		}
+		e, err := q.Job(ctx, job.ID)
+		if err != nil || !e.RunAt.Equal(at) {
+			t.Fatalf("job at %s reads back as %v, %v", at, e, err)
+		}
+	}
+	// Escapes jsonb accepts round-trip: a surrogate pair, an escaped backslash before "u0000".
+	// So do numbers at the edges of numeric.
+	for _, raw := range []string{`"\ud83d\ude00"`, `"\\u0000"`, `"\\\ud83d\ude00"`, `1e131071`, `-1e-16383`, `0e999999`} {
+		job, err := q.Enqueue(ctx, json.RawMessage(raw), nil)
+		if err != nil {
+			t.Fatalf("Enqueue %s: %v", raw, err)
+		}
+		e, err := q.Job(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := jsonDiff(decodeJSON(t, []byte(raw)), decodeJSON(t, e.Payload)); d != "" {
+			t.Fatalf("payload %s read back as %.80s…: %s", raw, e.Payload, d)
+		}
+	}
+
+	// Job.Update refuses them as well, and the job keeps its payload.
+	upd := newQueue[json.RawMessage](t, b.client, "unstorable-update")
+	if _, err := upd.Enqueue(ctx, good, nil); err != nil {
+		t.Fatal(err)
+	}
+	updated := make(chan error, 1)
+	w := must(upd.NewWorker(func(ctx context.Context, job *Job[json.RawMessage]) error {
+		updated <- job.Update(ctx, badPayloads["NUL escape"])
+		return nil
+	}, &WorkerOptions{Concurrency: 1}))
+	startWorker(t, w)
+	if err := receive(t, updated, 30*time.Second, "Update"); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("Update with U+0000 = %v, want ErrInvalidOption", err)
 	}
 }

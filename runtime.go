@@ -312,20 +312,18 @@ func (q *queueRun) onMessage(m message) {
 		signal(rt.wakeMaint)
 	case msgCancelled:
 		rt.cancelAttempts(q, m.ids)
-	case msgListening:
-		// Notifications sent before the LISTEN took effect were not heard.
-		q.wantClaim.Store(true)
-		q.wantPromote.Store(true)
-		signal(rt.wakeFetch)
-		signal(rt.wakeMaint)
-	case msgResync:
-		// Notifications may have been lost while the listener was away.
+	case msgListening, msgResync:
+		// Notifications sent before the LISTEN took effect, or while the listener was away,
+		// were not heard: look at the queue again, and at the leases (a job may have been
+		// cancelled meanwhile).
 		q.wantClaim.Store(true)
 		q.wantPromote.Store(true)
 		signal(rt.wakeFetch)
 		signal(rt.wakeMaint)
 		signal(rt.checkLeases)
-		signal(rt.reconnected)
+		if m.kind == msgResync {
+			signal(rt.reconnected) // the database is back: retry a failed claim now
+		}
 	}
 }
 

@@ -1,0 +1,163 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A job whose row is taken away from its worker (its lease ran out and another worker took it)
+// is fenced: the first worker's late outcome changes nothing.
+func TestWorkerLateCompletionIsFenced(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "fenced")
+	job, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Worker A: its handler blocks until released; heartbeats are slow so the lease can be
+	// broken before A notices.
+	releaseA := make(chan struct{})
+	startedA := make(chan struct{}, 1)
+	evA := newEvents()
+	wa := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		startedA <- struct{}{}
+		<-releaseA
+		return nil
+	}, &WorkerOptions{
+		// One slot, which A's blocked handler keeps, so that A cannot claim the job again itself.
+		Concurrency:  1,
+		LockDuration: 20 * time.Second, HeartbeatInterval: 10 * time.Second, OnEvent: evA.on, PollInterval: noPoll,
+	}))
+	startWorker(t, wa)
+	receive(t, startedA, 10*time.Second, "worker A to start the job")
+
+	// A's lease ran out and the job was taken back, as a rescue does (token cleared, available
+	// again, the attempt kept); worker B claims it and runs it.
+	b.exec(`UPDATE pgqueue_jobs SET status = 'available', lock_token = NULL, lock_until = NULL, locked_by = NULL
+		WHERE id = $1`, [16]byte(job.ID))
+	qb := newQueue[int](t, b.newClient(), "fenced")
+	releaseB := make(chan struct{})
+	startedB := make(chan int, 1)
+	evB := newEvents()
+	wb := must(qb.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		startedB <- job.Attempt
+		<-releaseB
+		return nil
+	}, &WorkerOptions{PollInterval: 20 * time.Millisecond, OnEvent: evB.on}))
+	startWorker(t, wb)
+	if a := receive(t, startedB, 10*time.Second, "worker B to take the job over"); a != 2 {
+		t.Fatalf("worker B ran attempt %d, want 2", a)
+	}
+
+	// A finishes late (whether its heartbeat noticed the loss first or its completion finds the
+	// token changed): its success must not touch B's attempt.
+	close(releaseA)
+	lost := evA.next(t, EventLockLost)
+	if lost.JobID != job.ID {
+		t.Fatalf("lock lost event = %+v", lost)
+	}
+	if n := b.count("id = $1 AND status = 'running' AND attempt = 2", [16]byte(job.ID)); n != 1 {
+		t.Fatal("worker A's late completion changed worker B's attempt")
+	}
+	close(releaseB)
+	evB.next(t, EventCompleted)
+	if n := b.count("true"); n != 0 {
+		t.Fatal("the job was not completed by worker B")
+	}
+}
+
+func TestWorkerRetriesThenFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "flaky")
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		if len(job.Errors) != job.Attempt-1 {
+			return fmt.Errorf("attempt %d saw %d earlier errors", job.Attempt, len(job.Errors))
+		}
+		if job.Attempt == 2 {
+			panic("boom")
+		}
+		return fmt.Errorf("attempt %d failed", job.Attempt)
+	}, &WorkerOptions{OnEvent: ev.on, RetryBackoff: Backoff{Initial: 10 * time.Millisecond, Jitter: -1}}))
+	job, err := q.Enqueue(t.Context(), 7, &EnqueueOptions{MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+
+	r1 := ev.next(t, EventRetrying)
+	if r1.JobID != job.ID || r1.Attempt != 1 || r1.Err == nil || r1.RunAt.IsZero() {
+		t.Fatalf("first retrying event = %+v", r1)
+	}
+	r2 := ev.next(t, EventRetrying)
+	var pe *PanicError
+	if r2.Attempt != 2 || !errors.As(r2.Err, &pe) || pe.Value != "boom" {
+		t.Fatalf("second retrying event = %+v", r2)
+	}
+	failed := ev.next(t, EventFailed)
+	if failed.Attempt != 3 || failed.Err == nil || failed.Err.Error() != "attempt 3 failed" {
+		t.Fatalf("failed event = %+v", failed)
+	}
+
+	// The failed job stays, with every attempt's error.
+	var status string
+	var attempt int
+	var finished *time.Time
+	var errs []AttemptError
+	err = b.pool.QueryRow(t.Context(), "SELECT status, attempt, finished_at, errors FROM pgqueue_jobs WHERE id = $1",
+		[16]byte(job.ID)).Scan(&status, &attempt, &finished, &errs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != "failed" || attempt != 3 || finished == nil || len(errs) != 3 {
+		t.Fatalf("row: status %s, attempt %d, finished %v, %d errors", status, attempt, finished, len(errs))
+	}
+	if errs[0].Error != "attempt 1 failed" || errs[0].Attempt != 1 || errs[0].At.IsZero() {
+		t.Errorf("errors[0] = %+v", errs[0])
+	}
+	if errs[1].Error != "panic: boom" || !strings.Contains(errs[1].Stack, "complete_test.go") {
+		t.Errorf("errors[1] = %+v, want the panic with its stack", errs[1])
+	}
+}
+
+func TestWorkerFixedRetryDelay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "fixed")
+	ev := newEvents()
+	attempts := make(chan int, 3)
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		attempts <- job.Attempt
+		if job.Attempt == 1 {
+			return errors.New("once")
+		}
+		return nil
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll}))
+	if _, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{RetryDelay: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	receive(t, attempts, 10*time.Second, "the first attempt")
+	retrying := ev.next(t, EventRetrying)
+	var gap time.Duration
+	var attemptedAt, runAt time.Time
+	if err := b.pool.QueryRow(t.Context(), "SELECT attempted_at, run_at FROM pgqueue_jobs WHERE id = $1",
+		[16]byte(retrying.JobID)).Scan(&attemptedAt, &runAt); err != nil {
+		t.Fatal(err)
+	}
+	if gap = runAt.Sub(attemptedAt); gap < 300*time.Millisecond {
+		t.Fatalf("retry scheduled %s after the attempt started, want at least the job's RetryDelay", gap)
+	}
+	// The retry is promoted by the worker's due-time timer, not by a poll.
+	if a := receive(t, attempts, 10*time.Second, "the retry"); a != 2 {
+		t.Fatalf("second run was attempt %d", a)
+	}
+	ev.next(t, EventCompleted)
+}

@@ -1,0 +1,95 @@
+package pgqueue
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestWorkerOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[string](t, b.client, "order")
+
+	// A delayed job at the front of the line must not block those behind it.
+	if _, err := q.Enqueue(ctx, "delayed-high", &EnqueueOptions{Priority: 100, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"p9-first", "p9-second", "p5", "p0-first", "p0-second", "p-3"}
+	for _, e := range []struct {
+		name     string
+		priority int
+	}{{"p0-first", 0}, {"p5", 5}, {"p9-first", 9}, {"p0-second", 0}, {"p-3", -3}, {"p9-second", 9}} {
+		if _, err := q.Enqueue(ctx, e.name, &EnqueueOptions{Priority: e.priority}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var ran []string
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		mu.Lock()
+		ran = append(ran, job.Payload)
+		mu.Unlock()
+		return nil
+	}, &WorkerOptions{Concurrency: 1, OnEvent: ev.on}))
+	startWorker(t, w)
+	ev.next(t, EventDrained)
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(ran, " ") != strings.Join(want, " ") {
+		t.Fatalf("ran %v, want %v", ran, want)
+	}
+	if n := b.count("status = 'scheduled'"); n != 1 {
+		t.Fatalf("the delayed job ran early or vanished (%d scheduled)", n)
+	}
+}
+
+// Two clients, as two processes would be, compete for 1,000 jobs: each job runs exactly once
+// and none is left.
+func TestWorkersCompete(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 1000
+	payloads := make([]int, n)
+	for i := range payloads {
+		payloads[i] = i
+	}
+	var runs [n]atomic.Int32
+	var done atomic.Int32
+	handler := func(ctx context.Context, job *Job[int]) error {
+		runs[job.Payload].Add(1)
+		done.Add(1)
+		return nil
+	}
+	var perClient [2]atomic.Int32
+	for i, c := range []*Client{b.client, b.newClient()} {
+		q := newQueue[int](t, c, "compete")
+		w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			perClient[i].Add(1)
+			return handler(ctx, job)
+		}, &WorkerOptions{Concurrency: 8}))
+		startWorker(t, w)
+	}
+	q := newQueue[int](t, b.client, "compete")
+	if _, err := q.EnqueueMany(t.Context(), payloads[:n/2], nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range payloads[n/2:] {
+		if _, err := q.Enqueue(t.Context(), p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 60*time.Second, "all jobs to run", func() bool { return done.Load() >= n })
+	waitFor(t, 10*time.Second, "the table to empty", func() bool { return b.count("true") == 0 })
+	for i := range runs {
+		if r := runs[i].Load(); r != 1 {
+			t.Errorf("job %d ran %d times", i, r)
+		}
+	}
+	t.Logf("client 1 ran %d jobs, client 2 ran %d", perClient[0].Load(), perClient[1].Load())
+}

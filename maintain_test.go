@@ -1,0 +1,91 @@
+package pgqueue
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A worker process killed with SIGKILL leaves its job running; once the lease has run out a
+// live worker takes it back and runs it, with no leader involved.
+func TestRescueAfterWorkerKilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "rescue")
+	job, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := startHelper(t, b, "rescue")
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "started "+job.ID.String()+"\n" {
+		t.Fatalf("helper said %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if n := b.count("id = $1 AND status = 'running' AND locked_by = 'helper'", [16]byte(job.ID)); n != 1 {
+		t.Fatal("the killed worker's job is not left running")
+	}
+
+	ran := make(chan *Job[int], 1)
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		ran <- job
+		return nil
+	}, &WorkerOptions{PollInterval: 50 * time.Millisecond}))
+	startWorker(t, w)
+	got := receive(t, ran, 30*time.Second, "the job to be rescued and run")
+	if got.ID != job.ID || got.Attempt != 2 || len(got.Errors) != 1 || !strings.Contains(got.Errors[0].Error, "lock expired") {
+		t.Fatalf("rescued job = %+v", got)
+	}
+	waitFor(t, 10*time.Second, "the job to complete", func() bool { return b.count("true") == 0 })
+}
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c, err := NewClient(b.pool, &Config{
+		Logger:         testLogger(t),
+		QueueRetention: map[string]Retention{"kept": {Completed: time.Hour, Failed: 300 * time.Millisecond}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	q := newQueue[bool](t, c, "kept")
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[bool]) error {
+		if job.Payload {
+			return nil
+		}
+		return Permanent(errors.New("no"))
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: 50 * time.Millisecond}))
+	ok, err := q.Enqueue(t.Context(), true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := q.Enqueue(t.Context(), false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	waitFor(t, 30*time.Second, "both jobs to finish", func() bool {
+		return b.count("status IN ('completed', 'failed')") == 2
+	})
+	if n := b.count("id = $1 AND status = 'completed' AND finished_at IS NOT NULL", [16]byte(ok.ID)); n != 1 {
+		t.Fatal("the completed job was not kept")
+	}
+	// The failed one is pruned once its 300 ms are up; the completed one stays its hour.
+	waitFor(t, 30*time.Second, "the failed job to be pruned", func() bool { return b.count("id = $1", [16]byte(bad.ID)) == 0 })
+	if n := b.count("id = $1", [16]byte(ok.ID)); n != 1 {
+		t.Fatal("the completed job was pruned before its retention ran out")
+	}
+	if _, err := NewClient(b.pool, &Config{QueueRetention: map[string]Retention{"bad name": {}}}); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("QueueRetention with an invalid name = %v", err)
+	}
+}
