@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"fmt"
 	goruntime "runtime"
 	"slices"
 	"sync/atomic"
@@ -64,43 +65,38 @@ func BenchmarkEnqueueMany1000(b *testing.B) {
 
 // BenchmarkDrain100k measures how fast one worker at concurrency 100 works off 100,000 no-op
 // jobs inserted beforehand, from worker start until every job is settled.
-func BenchmarkDrain100k(b *testing.B) { benchmarkDrain(b, 0) }
+func BenchmarkDrain100k(b *testing.B) { benchmarkDrain(b, 0, 1) }
 
 // BenchmarkDrain100kBeside1MScheduled is BenchmarkDrain100k with a million jobs scheduled for
 // tomorrow in the same queue: they must cost the claim nothing.
-func BenchmarkDrain100kBeside1MScheduled(b *testing.B) { benchmarkDrain(b, 1_000_000) }
+func BenchmarkDrain100kBeside1MScheduled(b *testing.B) { benchmarkDrain(b, 1_000_000, 1) }
 
-func benchmarkDrain(b *testing.B, scheduled int) {
-	const jobs = 100_000
+// BenchmarkDrain100kOver20Queues is BenchmarkDrain100k with the jobs and the 100 slots spread
+// evenly over 20 queues (5 slots each), all served by one Client.Run.
+func BenchmarkDrain100kOver20Queues(b *testing.B) { benchmarkDrain(b, 0, 20) }
+
+func benchmarkDrain(b *testing.B, scheduled, queues int) {
+	const jobs, slots = 100_000, 100
 	for b.Loop() {
 		b.StopTimer()
 		bb := setup(b)
-		q := newQueue[int](b, bb.client, "drain")
-		batch := make([]int, 10_000)
-		for range scheduled / len(batch) {
-			if _, err := q.EnqueueMany(b.Context(), batch, &EnqueueOptions{Delay: 24 * time.Hour}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		for range jobs / len(batch) {
-			if _, err := q.EnqueueMany(b.Context(), batch, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-		bb.exec("VACUUM ANALYZE pgqueue_jobs")
 		drained := make(chan struct{})
 		var done atomic.Int64
-		w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{
-			Concurrency: 100,
-			OnEvent: func(ev Event) {
-				if ev.Kind == EventCompleted && done.Add(1) == jobs {
-					close(drained)
-				}
-			},
-		}))
+		opts := &WorkerOptions{Concurrency: slots / queues, OnEvent: func(ev Event) {
+			if ev.Kind == EventCompleted && done.Add(1) == jobs {
+				close(drained)
+			}
+		}}
+		var workers []AnyWorker
+		for i := range queues {
+			q := newQueue[int](b, bb.client, fmt.Sprintf("drain-%d", i))
+			fillDrain(b, q, scheduled/queues, jobs/queues)
+			workers = append(workers, must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, opts)))
+		}
+		bb.exec("VACUUM ANALYZE pgqueue_jobs")
 		b.StartTimer()
 		start := time.Now()
-		stop := startWorker(b, w)
+		stop := runWorkers(b, bb.client, workers...)
 		<-drained
 		elapsed := time.Since(start)
 		b.StopTimer()
@@ -110,6 +106,20 @@ func benchmarkDrain(b *testing.B, scheduled int) {
 		}
 		b.ReportMetric(jobs/elapsed.Seconds(), "jobs/s")
 		b.StartTimer()
+	}
+}
+
+// fillDrain enqueues scheduled jobs due tomorrow, then available ones, in batches of 10,000.
+func fillDrain(b *testing.B, q *Queue[int], scheduled, available int) {
+	for _, part := range []struct {
+		n    int
+		opts *EnqueueOptions
+	}{{scheduled, &EnqueueOptions{Delay: 24 * time.Hour}}, {available, nil}} {
+		for left := part.n; left > 0; left -= 10_000 {
+			if _, err := q.EnqueueMany(b.Context(), make([]int, min(left, 10_000)), part.opts); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
 

@@ -75,33 +75,33 @@ func (rt *runtime) wantedClaims() []claimWant {
 	return wants
 }
 
-// claim sends one claim statement per queue of wants, in one round trip, and returns the rows of
-// each and when it was sent. It does not let ctx interrupt a statement under way: claimed rows
-// whose result never arrived would stay locked until their lease ran out.
+// claim leases jobs for every queue of wants in one statement, and returns the rows claimed for
+// each want and when the statement was sent. It does not let ctx interrupt the statement: claimed
+// rows whose result never arrived would stay locked until their lease ran out.
 func (rt *runtime) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, time.Time, error) {
-	b := &pgx.Batch{}
+	queues, limits, leases := make([]string, len(wants)), make([]int32, len(wants)), make([]int64, len(wants))
+	index := make(map[string]int, len(wants))
 	var timeout time.Duration
-	for _, w := range wants {
-		b.Queue(claimSQL, w.q.name, w.limit, w.q.opts.LockDuration.Milliseconds(), rt.c.cfg.ID)
+	for i, w := range wants {
+		queues[i], limits[i], leases[i] = w.q.name, int32(w.limit), w.q.opts.LockDuration.Milliseconds()
+		index[w.q.name] = i
 		timeout = max(timeout, w.q.opts.LockDuration)
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	sent := time.Now()
-	br := rt.c.pool.SendBatch(qctx, b)
-	defer br.Close()
-	claimed := make([][]*jobRow, len(wants))
-	for i, w := range wants {
-		rows, err := br.Query()
-		if err == nil {
-			claimed[i], err = pgx.CollectRows(rows, scanJobRow)
-		}
-		if err != nil {
-			return nil, sent, fmt.Errorf("pgqueue: claim from %s: %w", w.q.name, err)
-		}
-	}
-	if err := br.Close(); err != nil {
+	rows, err := rt.c.pool.Query(qctx, claimSQL, queues, limits, leases, rt.c.cfg.ID)
+	if err != nil {
 		return nil, sent, fmt.Errorf("pgqueue: claim: %w", err)
+	}
+	all, err := pgx.CollectRows(rows, scanJobRow)
+	if err != nil {
+		return nil, sent, fmt.Errorf("pgqueue: claim: %w", err)
+	}
+	claimed := make([][]*jobRow, len(wants))
+	for _, r := range all {
+		i := index[r.queue]
+		claimed[i] = append(claimed[i], r)
 	}
 	return claimed, sent, nil
 }

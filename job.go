@@ -174,6 +174,7 @@ func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (x
 
 // jobRow is a claimed job as the claim statement returns it, before its payload is decoded.
 type jobRow struct {
+	queue           string
 	id              ulid.ULID
 	priority        int
 	attempt         int
@@ -192,7 +193,7 @@ type jobRow struct {
 // scanJobRow reads one row of the claim statement.
 func scanJobRow(rows pgx.CollectableRow) (*jobRow, error) {
 	r := new(jobRow)
-	err := rows.Scan((*[16]byte)(&r.id), &r.priority, &r.attempt, &r.maxAttempts, &r.runAt,
+	err := rows.Scan(&r.queue, (*[16]byte)(&r.id), &r.priority, &r.attempt, &r.maxAttempts, &r.runAt,
 		&r.createdAt, &r.token, &r.payload, &r.errors, &r.uniqueKey, &r.repeatRemaining,
 		&r.repeatEveryUs, &r.watched)
 	return r, err

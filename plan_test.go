@@ -18,7 +18,8 @@ func planBuffers(t *testing.T, b *bundle, queue string, limit int) (string, int)
 	}
 	defer tx.Rollback(ctx)
 	var plan []byte
-	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+claimSQL, queue, limit, int64(30000), "explain").Scan(&plan); err != nil {
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+claimSQL,
+		[]string{queue}, []int32{int32(limit)}, []int64{30000}, "explain").Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	var parsed []struct {
