@@ -59,3 +59,46 @@ func TestWorkerHeartbeatDetectsLostLock(t *testing.T) {
 		})
 	}
 }
+
+// One heartbeat serves the queues of a Run, each with its worker's lease and interval: jobs of
+// a queue with a 300 ms lease outlive it many times over, and a job of a queue with a one-hour
+// lease keeps an hour.
+func TestHeartbeatKeepsEachWorkersLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	short, long := newQueue[int](t, b.client, "short"), newQueue[int](t, b.client, "long")
+	ev := newEvents()
+	release := make(chan struct{})
+	hold := func(ctx context.Context, job *Job[int]) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	shortWorker := must(short.NewWorker(hold, &WorkerOptions{LockDuration: 300 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, PollInterval: noPoll, OnEvent: ev.on}))
+	longWorker := must(long.NewWorker(hold, &WorkerOptions{LockDuration: time.Hour, PollInterval: noPoll, OnEvent: ev.on}))
+	runWorkers(t, b.client, shortWorker, longWorker)
+	for _, q := range []*Queue[int]{short, long} {
+		if _, err := q.Enqueue(t.Context(), 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "both jobs to run", func() bool { return b.count("status = 'running'") == 2 })
+	time.Sleep(1500 * time.Millisecond) // five short leases
+	if n := b.count("queue = 'short' AND lock_until > now() AND lock_until < now() + interval '1 second'"); n != 1 {
+		t.Error("the short queue's lease was not kept at its own length")
+	}
+	if n := b.count("queue = 'long' AND lock_until > now() + interval '50 minutes'"); n != 1 {
+		t.Error("the long queue's lease is not an hour")
+	}
+	close(release)
+	// A lost lock would cancel a handler, and its job would not complete.
+	for range 2 {
+		if e := ev.next(t, EventCompleted); e.Attempt != 1 {
+			t.Fatalf("queue %s completed attempt %d, want the first", e.Queue, e.Attempt)
+		}
+	}
+}
