@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -213,25 +212,7 @@ func must[V any](v V, err error) V {
 // returned nil.
 func startWorker[T any](t testing.TB, w *Worker[T]) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(time.Minute):
-				t.Errorf("Run did not return within a minute of its context ending")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return runWorkers(t, w.spec.c, w)
 }
 
 // waitFor polls cond until it holds, failing the test after timeout.
