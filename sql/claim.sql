@@ -16,7 +16,9 @@ SET status       = 'running',
     lock_until   = now() + w.lock_ms * interval '1 millisecond',
     locked_by    = $4,
     attempted_at = now()
-FROM unnest($1::text[], $3::bigint[]) AS w(queue, lock_ms)
+FROM (SELECT u.queue, u.lock_ms, coalesce(q.watched_until > now(), false) AS watched
+      FROM unnest($1::text[], $3::bigint[]) AS u(queue, lock_ms)
+      LEFT JOIN pgqueue_queues AS q ON q.name = u.queue) AS w
 WHERE j.ctid = ANY (ARRAY(
           SELECT c.ctid
           FROM unnest($1::text[], $2::int[]) AS x(queue, n),
@@ -30,5 +32,4 @@ WHERE j.ctid = ANY (ARRAY(
   AND j.queue = w.queue
 RETURNING j.queue, j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
           j.payload, j.errors, j.unique_key, j.repeat_remaining,
-          (extract(epoch FROM j.repeat_every) * 1e6)::bigint,
-          EXISTS (SELECT 1 FROM pgqueue_queues AS q WHERE q.name = j.queue AND q.watched_until > now())
+          (extract(epoch FROM j.repeat_every) * 1e6)::bigint, w.watched
