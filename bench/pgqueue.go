@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,15 +21,18 @@ var pgqueueContender = contender{
 	open:     openPgqueue,
 }
 
-// pgqueueSystem is pgqueue set up in a schema of its own: one client, one queue and at most one
-// worker at a time.
+// pgqueueSystem is pgqueue set up in a schema of its own: one client, its queues, and at most
+// one Client.Run at a time.
 type pgqueueSystem struct {
 	env    *env
 	schema string
 	app    string
 	pool   *pgxpool.Pool
 	client *pgqueue.Client
-	queue  *pgqueue.Queue[payload]
+	queue  *pgqueue.Queue[payload] // queueName, the queue of single enqueues
+
+	mu     sync.Mutex
+	queues map[string]*pgqueue.Queue[payload] // the other queues, by name, made on first use
 
 	stopWorker context.CancelFunc
 	workerDone chan error
@@ -63,7 +67,26 @@ func (s *pgqueueSystem) init(ctx context.Context) error {
 	if s.queue, err = pgqueue.NewQueue[payload](s.client, queueName); err != nil {
 		return fmt.Errorf("pgqueue: new queue: %w", err)
 	}
+	s.queues = make(map[string]*pgqueue.Queue[payload])
 	return nil
+}
+
+// queueNamed returns the queue called name.
+func (s *pgqueueSystem) queueNamed(name string) (*pgqueue.Queue[payload], error) {
+	if name == queueName {
+		return s.queue, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q, ok := s.queues[name]; ok {
+		return q, nil
+	}
+	q, err := pgqueue.NewQueue[payload](s.client, name)
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: new queue: %w", err)
+	}
+	s.queues[name] = q
+	return q, nil
 }
 
 func (s *pgqueueSystem) Schema() string    { return s.schema }
@@ -71,12 +94,16 @@ func (s *pgqueueSystem) App() string       { return s.app }
 func (s *pgqueueSystem) Table() string     { return "pgqueue_jobs" }
 func (s *pgqueueSystem) DoneState() string { return "" } // succeeded jobs are deleted
 
-func (s *pgqueueSystem) EnqueueBatch(ctx context.Context, batch []payload, delay time.Duration) error {
+func (s *pgqueueSystem) EnqueueBatch(ctx context.Context, queue string, batch []payload, delay time.Duration) error {
+	q, err := s.queueNamed(queue)
+	if err != nil {
+		return err
+	}
 	var opts *pgqueue.EnqueueOptions
 	if delay > 0 {
 		opts = &pgqueue.EnqueueOptions{Delay: delay}
 	}
-	if _, err := s.queue.EnqueueMany(ctx, batch, opts); err != nil {
+	if _, err := q.EnqueueMany(ctx, batch, opts); err != nil {
 		return fmt.Errorf("pgqueue: enqueue many: %w", err)
 	}
 	return nil
@@ -93,20 +120,30 @@ func (s *pgqueueSystem) Enqueue(ctx context.Context, p payload, delay time.Durat
 	return nil
 }
 
-func (s *pgqueueSystem) Start(ctx context.Context, concurrency int, h handler) error {
+// Start makes a worker per queue and serves them all with one Client.Run.
+func (s *pgqueueSystem) Start(ctx context.Context, queues []queueSlots, h handler) error {
 	if s.stopWorker != nil {
 		return errors.New("pgqueue: a worker already runs")
 	}
-	w, err := s.queue.NewWorker(func(_ context.Context, job *pgqueue.Job[payload]) error {
+	handle := func(_ context.Context, job *pgqueue.Job[payload]) error {
 		h(job.Payload)
 		return nil
-	}, &pgqueue.WorkerOptions{Concurrency: concurrency})
-	if err != nil {
-		return err
+	}
+	workers := make([]pgqueue.AnyWorker, 0, len(queues))
+	for _, qs := range queues {
+		q, err := s.queueNamed(qs.name)
+		if err != nil {
+			return err
+		}
+		w, err := q.NewWorker(handle, &pgqueue.WorkerOptions{Concurrency: qs.slots})
+		if err != nil {
+			return fmt.Errorf("pgqueue: new worker: %w", err)
+		}
+		workers = append(workers, w)
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopWorker, s.workerDone = stop, make(chan error, 1)
-	go func() { s.workerDone <- w.Run(wctx) }()
+	go func() { s.workerDone <- s.client.Run(wctx, workers...) }()
 	return nil
 }
 
@@ -123,17 +160,17 @@ func (s *pgqueueSystem) Stop(context.Context) error {
 	return nil
 }
 
-// Busy asks the two partial indexes whether any job of the queue is available or running, so
-// that it stays cheap however many rows the table holds. The first subquery is ordered like
-// pgqueue_jobs_claim_idx: with a bare EXISTS the planner may pick a sequential scan, which
-// crosses every dead row at the head of a draining table (and, in scenario 6, a million
-// scheduled ones) on each poll.
+// Busy asks the two partial indexes whether any job, of any queue, is available or running, so
+// that it stays cheap however many rows the table holds. Each subquery is ordered like its index
+// (pgqueue_jobs_claim_idx, pgqueue_jobs_running_idx): with a bare EXISTS the planner may pick a
+// sequential scan, which crosses every dead row at the head of a draining table (and, in
+// scenario 6, a million scheduled ones) on each poll.
 func (s *pgqueueSystem) Busy(ctx context.Context) (bool, error) {
 	var busy bool
 	err := s.env.admin.QueryRow(ctx, fmt.Sprintf(`SELECT
-		(SELECT 1 FROM %[1]s WHERE queue = $1 AND status = 'available' ORDER BY -priority, id LIMIT 1) IS NOT NULL OR
-		EXISTS (SELECT 1 FROM %[1]s WHERE queue = $1 AND status = 'running')`,
-		pgx.Identifier{s.schema, "pgqueue_jobs"}.Sanitize()), queueName).Scan(&busy)
+		(SELECT 1 FROM %[1]s WHERE status = 'available' ORDER BY queue, -priority, id LIMIT 1) IS NOT NULL OR
+		(SELECT 1 FROM %[1]s WHERE status = 'running' ORDER BY queue LIMIT 1) IS NOT NULL`,
+		pgx.Identifier{s.schema, "pgqueue_jobs"}.Sanitize())).Scan(&busy)
 	if err != nil {
 		return false, fmt.Errorf("pgqueue: poll the table: %w", err)
 	}

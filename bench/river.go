@@ -45,7 +45,7 @@ type riverArgs payload
 // Kind names the job kind in river_job.kind.
 func (riverArgs) Kind() string { return "bench" }
 
-// InsertOpts puts every job in the harness's queue.
+// InsertOpts puts jobs in queueName unless the insert names another queue.
 func (riverArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: queueName} }
 
 // riverSystem is River set up in a schema of its own. It inserts through an insert-only client
@@ -116,10 +116,10 @@ func (s *riverSystem) App() string       { return s.app }
 func (s *riverSystem) Table() string     { return "river_job" }
 func (s *riverSystem) DoneState() string { return "completed" } // kept for CompletedJobRetentionPeriod
 
-func (s *riverSystem) EnqueueBatch(ctx context.Context, batch []payload, delay time.Duration) error {
-	var opts *river.InsertOpts
+func (s *riverSystem) EnqueueBatch(ctx context.Context, queue string, batch []payload, delay time.Duration) error {
+	opts := &river.InsertOpts{Queue: queue}
 	if delay > 0 {
-		opts = &river.InsertOpts{ScheduledAt: time.Now().Add(delay)}
+		opts.ScheduledAt = time.Now().Add(delay)
 	}
 	params := make([]river.InsertManyParams, len(batch))
 	for i, p := range batch {
@@ -142,7 +142,8 @@ func (s *riverSystem) Enqueue(ctx context.Context, p payload, delay time.Duratio
 	return nil
 }
 
-func (s *riverSystem) Start(ctx context.Context, concurrency int, h handler) error {
+// Start starts one client with every queue in Config.Queues.
+func (s *riverSystem) Start(ctx context.Context, queues []queueSlots, h handler) error {
 	if s.worker != nil {
 		return errors.New("river: a worker already runs")
 	}
@@ -152,7 +153,10 @@ func (s *riverSystem) Start(ctx context.Context, concurrency int, h handler) err
 		return nil
 	}))
 	cfg := s.config()
-	cfg.Queues = map[string]river.QueueConfig{queueName: {MaxWorkers: concurrency}}
+	cfg.Queues = make(map[string]river.QueueConfig, len(queues))
+	for _, q := range queues {
+		cfg.Queues[q.name] = river.QueueConfig{MaxWorkers: q.slots}
+	}
 	cfg.Workers = workers
 	c, err := river.NewClient(riverpgxv5.New(s.pool), cfg)
 	if err != nil {
@@ -181,16 +185,16 @@ func (s *riverSystem) Stop(ctx context.Context) error {
 }
 
 // Busy asks River's fetch index, river_job_prioritized_fetching_index (state, queue, priority,
-// scheduled_at, id), whether any job of the queue is available, running or waiting to be
+// scheduled_at, id), whether any job, of any queue, is available, running or waiting to be
 // retried. Each subquery is ordered like the index, so that the planner reads the index rather
 // than scanning the table (which a bare EXISTS may do).
 func (s *riverSystem) Busy(ctx context.Context) (bool, error) {
 	var busy bool
 	err := s.env.admin.QueryRow(ctx, fmt.Sprintf(`SELECT
-		(SELECT 1 FROM %[1]s WHERE state = 'available' AND queue = $1 ORDER BY priority, scheduled_at, id LIMIT 1) IS NOT NULL OR
-		(SELECT 1 FROM %[1]s WHERE state = 'running' AND queue = $1 ORDER BY priority, scheduled_at, id LIMIT 1) IS NOT NULL OR
-		(SELECT 1 FROM %[1]s WHERE state = 'retryable' AND queue = $1 ORDER BY priority, scheduled_at, id LIMIT 1) IS NOT NULL`,
-		pgx.Identifier{s.schema, "river_job"}.Sanitize()), queueName).Scan(&busy)
+		(SELECT 1 FROM %[1]s WHERE state = 'available' ORDER BY queue, priority, scheduled_at, id LIMIT 1) IS NOT NULL OR
+		(SELECT 1 FROM %[1]s WHERE state = 'running' ORDER BY queue, priority, scheduled_at, id LIMIT 1) IS NOT NULL OR
+		(SELECT 1 FROM %[1]s WHERE state = 'retryable' ORDER BY queue, priority, scheduled_at, id LIMIT 1) IS NOT NULL`,
+		pgx.Identifier{s.schema, "river_job"}.Sanitize())).Scan(&busy)
 	if err != nil {
 		return false, fmt.Errorf("river: poll the table: %w", err)
 	}

@@ -13,8 +13,45 @@ import (
 	"time"
 )
 
-// queueName is the one queue every scenario uses.
+// queueName is the queue of every scenario but those of several queues.
 const queueName = "bench"
+
+// queueSlots is one queue a worker serves and the slots (Concurrency, MaxWorkers) it gives it.
+type queueSlots struct {
+	name  string
+	slots int
+}
+
+// oneQueue is a worker of queueName with slots slots.
+func oneQueue(slots int) []queueSlots { return []queueSlots{{queueName, slots}} }
+
+// spreadQueues splits slots evenly over n queues (the first slots%n get one more): queueName
+// alone for n = 1, else bench-00, bench-01, …. It panics unless 1 ≤ n ≤ slots.
+func spreadQueues(n, slots int) []queueSlots {
+	if n < 1 || n > slots {
+		panic(fmt.Sprintf("spreadQueues(%d, %d): want 1 to %d queues", n, slots, slots))
+	}
+	if n == 1 {
+		return oneQueue(slots)
+	}
+	qs := make([]queueSlots, n)
+	for i, k := range spread(slots, n) {
+		qs[i] = queueSlots{fmt.Sprintf("bench-%02d", i), k}
+	}
+	return qs
+}
+
+// spread splits total into n parts that differ by at most one, the larger ones first.
+func spread(total, n int) []int {
+	parts := make([]int, n)
+	for i := range parts {
+		parts[i] = total / n
+		if i < total%n {
+			parts[i]++
+		}
+	}
+	return parts
+}
 
 // payload is the job payload of every scenario.
 type payload struct {
@@ -27,8 +64,8 @@ type payload struct {
 // handler is the no-op job handler of a scenario; the harness only records that it ran.
 type handler func(payload)
 
-// system is one contender set up in a fresh schema of its own: one client, one queue, and at
-// most one worker at a time.
+// system is one contender set up in a fresh schema of its own: one client, jobs in one queue or
+// several, and at most one worker at a time, which serves one queue or several.
 type system interface {
 	// Schema is the system's schema; Table its jobs table there; App the application_name of its
 	// connections.
@@ -38,19 +75,21 @@ type system interface {
 	// DoneState is the state a succeeded job is left in, "" when it is deleted.
 	DoneState() string
 
-	// EnqueueBatch inserts jobs in one call, by COPY. A positive delay schedules them that far
-	// ahead.
-	EnqueueBatch(ctx context.Context, batch []payload, delay time.Duration) error
-	// Enqueue inserts one job. A positive delay schedules it that far ahead.
+	// EnqueueBatch inserts jobs into queue in one call, by COPY. A positive delay schedules them
+	// that far ahead.
+	EnqueueBatch(ctx context.Context, queue string, batch []payload, delay time.Duration) error
+	// Enqueue inserts one job into queueName. A positive delay schedules it that far ahead.
 	Enqueue(ctx context.Context, p payload, delay time.Duration) error
 
-	// Start starts one worker with concurrency slots that runs h for each job.
-	Start(ctx context.Context, concurrency int, h handler) error
+	// Start starts one worker that serves every queue of queues with its slots, in one client
+	// (pgqueue: one Client.Run of a worker per queue; River: one client with every queue in
+	// Config.Queues), and runs h for each job.
+	Start(ctx context.Context, queues []queueSlots, h handler) error
 	// Stop stops the worker gracefully (and does nothing when none runs).
 	Stop(ctx context.Context) error
 
-	// Busy reports whether the table still holds a job of the queue that is available, running
-	// or waiting for a retry.
+	// Busy reports whether the table still holds a job, of any queue, that is available,
+	// running or waiting for a retry. (The table is the run's own: it holds no other jobs.)
 	Busy(ctx context.Context) (bool, error)
 	// States counts the table's rows by state.
 	States(ctx context.Context) (map[string]int64, error)
@@ -156,7 +195,9 @@ func scenarios() []*scenario {
 					groupInt(e.drainJobs()), drainSlots, pollTableEvery)
 			},
 			metrics: jobsPerSec,
-			run:     func(ctx context.Context, e *env, s system) (result, error) { return runDrain(ctx, e, s, 0) },
+			run: func(ctx context.Context, e *env, s system) (result, error) {
+				return runDrain(ctx, e, s, oneQueue(drainSlots), 0)
+			},
 		},
 		{
 			name: "wake",
@@ -175,7 +216,9 @@ func scenarios() []*scenario {
 					drainSlots, d, 100*(time.Second/clockTicks).Seconds()/d.Seconds())
 			},
 			metrics: []metric{{"client CPU %", false}, {"server CPU %", false}},
-			run:     runIdle,
+			run: func(ctx context.Context, e *env, s system) (result, error) {
+				return runIdle(ctx, e, s, oneQueue(drainSlots))
+			},
 		},
 		{
 			name: "due",
@@ -194,7 +237,7 @@ func scenarios() []*scenario {
 			},
 			metrics: jobsPerSec,
 			run: func(ctx context.Context, e *env, s system) (result, error) {
-				return runDrain(ctx, e, s, e.scheduledJobs())
+				return runDrain(ctx, e, s, oneQueue(drainSlots), e.scheduledJobs())
 			},
 			derived: drainScheduledRatios,
 		},
@@ -227,7 +270,7 @@ func runBulk(ctx context.Context, e *env, s system) (result, error) {
 		for j := range batch {
 			batch[j] = payload{I: int64(i + j)}
 		}
-		if err := s.EnqueueBatch(ctx, batch, 0); err != nil {
+		if err := s.EnqueueBatch(ctx, queueName, batch, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -273,16 +316,21 @@ func runEnqueue(ctx context.Context, e *env, s system, goroutines int) (result, 
 	return r, nil
 }
 
-// runDrain pre-inserts scheduled jobs due tomorrow and drainJobs runnable ones, then measures
-// how fast one worker works the runnable ones off.
-func runDrain(ctx context.Context, e *env, s system, scheduled int) (result, error) {
+// runDrain pre-inserts scheduled jobs due tomorrow (in the first queue) and drainJobs runnable
+// ones, spread evenly over the queues, then measures how fast one worker serving the queues
+// works the runnable ones off.
+func runDrain(ctx context.Context, e *env, s system, queues []queueSlots, scheduled int) (result, error) {
 	n := e.drainJobs()
 	// Jobs scheduled for tomorrow are numbered from n on: the tracker fails the run if one runs.
-	if err := prefill(ctx, s, n, scheduled, 24*time.Hour); err != nil {
+	if err := prefill(ctx, s, queues[0].name, n, scheduled, 24*time.Hour); err != nil {
 		return nil, err
 	}
-	if err := prefill(ctx, s, 0, n, 0); err != nil {
-		return nil, err
+	first := 0
+	for i, k := range spread(n, len(queues)) {
+		if err := prefill(ctx, s, queues[i].name, first, k, 0); err != nil {
+			return nil, err
+		}
+		first += k
 	}
 	if err := e.vacuumAnalyze(ctx, s.Schema(), s.Table()); err != nil {
 		return nil, err
@@ -290,7 +338,7 @@ func runDrain(ctx context.Context, e *env, s system, scheduled int) (result, err
 
 	t := newTracker(n)
 	start := time.Now()
-	if err := s.Start(ctx, drainSlots, t.handle); err != nil {
+	if err := s.Start(ctx, queues, t.handle); err != nil {
 		return nil, err
 	}
 	// A contender that manages 200 jobs/s still finishes in time.
@@ -317,15 +365,16 @@ func runDrain(ctx context.Context, e *env, s system, scheduled int) (result, err
 	return result{"jobs/s": float64(n) / elapsed.Seconds()}, nil
 }
 
-// prefill enqueues n jobs numbered from first, in COPY batches of prefillBatch, delayed by delay.
-func prefill(ctx context.Context, s system, first, n int, delay time.Duration) error {
+// prefill enqueues n jobs numbered from first into queue, in COPY batches of prefillBatch,
+// delayed by delay.
+func prefill(ctx context.Context, s system, queue string, first, n int, delay time.Duration) error {
 	batch := make([]payload, 0, prefillBatch)
 	for i := 0; i < n; i += prefillBatch {
 		batch = batch[:0]
 		for j := i; j < min(n, i+prefillBatch); j++ {
 			batch = append(batch, payload{I: int64(first + j)})
 		}
-		if err := s.EnqueueBatch(ctx, batch, delay); err != nil {
+		if err := s.EnqueueBatch(ctx, queue, batch, delay); err != nil {
 			return fmt.Errorf("pre-insert: %w", err)
 		}
 	}
@@ -398,7 +447,7 @@ func runDue(ctx context.Context, e *env, s system) (result, error) {
 // startAndWarm starts a worker, lets it settle, and runs warmupJobs jobs through it (so that
 // connections and prepared statements are ready) before a latency measurement.
 func startAndWarm(ctx context.Context, s system, t *tracker) error {
-	if err := s.Start(ctx, drainSlots, t.handle); err != nil {
+	if err := s.Start(ctx, oneQueue(drainSlots), t.handle); err != nil {
 		return err
 	}
 	time.Sleep(settleTime)
@@ -438,10 +487,11 @@ func finishLatency(ctx context.Context, s system, t *tracker, n int, timeout tim
 	return result(latencyMetrics("", t.latencies()[warmupJobs:], ps...)), nil
 }
 
-// runIdle measures the CPU an idle worker costs, in this process and in the server.
-func runIdle(ctx context.Context, e *env, s system) (result, error) {
+// runIdle measures the CPU an idle worker serving queues costs, in this process and in the
+// server.
+func runIdle(ctx context.Context, e *env, s system, queues []queueSlots) (result, error) {
 	t := newTracker(0)
-	if err := s.Start(ctx, drainSlots, t.handle); err != nil {
+	if err := s.Start(ctx, queues, t.handle); err != nil {
 		return nil, err
 	}
 	time.Sleep(settleTime)

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgqueue/pgqueue"
 )
 
 func TestTrackerCatchesLostAndDuplicatedJobs(t *testing.T) {
@@ -72,4 +76,68 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
 	}
+}
+
+func TestSpread(t *testing.T) {
+	for _, c := range []struct {
+		total, n int
+		want     []int
+	}{
+		{100, 1, []int{100}},
+		{100, 5, []int{20, 20, 20, 20, 20}},
+		{10, 3, []int{4, 3, 3}},
+		{2, 4, []int{1, 1, 0, 0}},
+	} {
+		if got := spread(c.total, c.n); !slices.Equal(got, c.want) {
+			t.Errorf("spread(%d, %d) = %v, want %v", c.total, c.n, got, c.want)
+		}
+	}
+	// The drain's jobs at every scale and count: every job in exactly one queue.
+	for _, jobs := range []int{1000, 20_000, drainJobs} {
+		for _, n := range []int{1, 5, 20, 100} {
+			parts := spread(jobs, n)
+			sum := 0
+			for _, k := range parts {
+				sum += k
+			}
+			if sum != jobs || parts[0]-parts[n-1] > 1 {
+				t.Errorf("spread(%d, %d) = %v: sum %d", jobs, n, parts, sum)
+			}
+		}
+	}
+}
+
+// riverQueueName is the pattern River v0.51.2 checks queue names against (client.go).
+var riverQueueName = regexp.MustCompile(`^(?:[a-z0-9])+(?:[_|\-]?[a-z0-9]+)*$`)
+
+func TestSpreadQueues(t *testing.T) {
+	if got := spreadQueues(1, drainSlots); !slices.Equal(got, oneQueue(drainSlots)) {
+		t.Errorf("spreadQueues(1) = %v, want scenario 3's queue", got)
+	}
+	wantSlots := map[int]int{1: 100, 5: 20, 20: 5, 100: 1}
+	for n := range wantSlots {
+		qs := spreadQueues(n, drainSlots)
+		names := map[string]bool{}
+		for _, q := range qs {
+			if q.slots != wantSlots[n] {
+				t.Errorf("spreadQueues(%d): queue %s has %d slots, want %d", n, q.name, q.slots, wantSlots[n])
+			}
+			if err := pgqueue.ValidateQueueName(q.name); err != nil {
+				t.Error(err)
+			}
+			if !riverQueueName.MatchString(q.name) {
+				t.Errorf("River would refuse queue name %q", q.name)
+			}
+			names[q.name] = true
+		}
+		if len(names) != n {
+			t.Errorf("spreadQueues(%d) names %d distinct queues", n, len(names))
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("spreadQueues(101, 100) did not panic")
+		}
+	}()
+	spreadQueues(101, 100)
 }
