@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -163,6 +162,12 @@ func (e *env) scheduledJobs() int { return e.count(scheduledJobs, prefillBatch) 
 func (e *env) wakeJobs() int      { return int(e.duration(wakeFor, 50*wakeEvery) / wakeEvery) }
 func (e *env) dueJobs() int       { return int(e.duration(dueFor, 10*dueEvery) / dueEvery) }
 
+// drainMetrics are the metrics of a drain.
+var drainMetrics = []metric{{"jobs/s", true}, {busyMetric, true}}
+
+// busyMetric is the whole machine's CPU use during a drain.
+const busyMetric = "% of the machine busy"
+
 // scenarios returns every scenario in the order they run.
 func scenarios() []*scenario {
 	jobsPerSec := []metric{{"jobs/s", true}}
@@ -194,10 +199,11 @@ func scenarios() []*scenario {
 				return fmt.Sprintf("3. Drain: %s pre-inserted no-op jobs, one worker with %d slots; from worker start until the table shows none available or running (polled every %s)",
 					groupInt(e.drainJobs()), drainSlots, pollTableEvery)
 			},
-			metrics: jobsPerSec,
+			metrics: drainMetrics,
 			run: func(ctx context.Context, e *env, s system) (result, error) {
 				return runDrain(ctx, e, s, oneQueue(drainSlots), 0)
 			},
+			derived: drainBusyTarget,
 		},
 		{
 			name: "wake",
@@ -235,7 +241,7 @@ func scenarios() []*scenario {
 				return fmt.Sprintf("6. Drain beside scheduled jobs: as 3, with %s jobs scheduled for tomorrow in the same queue",
 					groupInt(e.scheduledJobs()))
 			},
-			metrics: jobsPerSec,
+			metrics: drainMetrics,
 			run: func(ctx context.Context, e *env, s system) (result, error) {
 				return runDrain(ctx, e, s, oneQueue(drainSlots), e.scheduledJobs())
 			},
@@ -318,7 +324,7 @@ func runEnqueue(ctx context.Context, e *env, s system, goroutines int) (result, 
 
 // runDrain pre-inserts scheduled jobs due tomorrow (in the first queue) and drainJobs runnable
 // ones, spread evenly over the queues, then measures how fast one worker serving the queues
-// works the runnable ones off.
+// works the runnable ones off, and how busy the whole machine is meanwhile.
 func runDrain(ctx context.Context, e *env, s system, queues []queueSlots, scheduled int) (result, error) {
 	n := e.drainJobs()
 	// Jobs scheduled for tomorrow are numbered from n on: the tracker fails the run if one runs.
@@ -337,6 +343,7 @@ func runDrain(ctx context.Context, e *env, s system, queues []queueSlots, schedu
 	}
 
 	t := newTracker(n)
+	busy := machineBusy()
 	start := time.Now()
 	if err := s.Start(ctx, queues, t.handle); err != nil {
 		return nil, err
@@ -346,6 +353,7 @@ func runDrain(ctx context.Context, e *env, s system, queues []queueSlots, schedu
 	if err != nil {
 		return nil, errors.Join(err, s.Stop(ctx))
 	}
+	busyPercent := busy()
 	if err := s.Stop(ctx); err != nil {
 		return nil, err
 	}
@@ -362,7 +370,7 @@ func runDrain(ctx context.Context, e *env, s system, queues []queueSlots, schedu
 	if err := expectStates(ctx, s, want); err != nil {
 		return nil, err
 	}
-	return result{"jobs/s": float64(n) / elapsed.Seconds()}, nil
+	return result{"jobs/s": float64(n) / elapsed.Seconds(), busyMetric: busyPercent}, nil
 }
 
 // prefill enqueues n jobs numbered from first into queue, in COPY batches of prefillBatch,
@@ -526,15 +534,6 @@ func runIdle(ctx context.Context, e *env, s system, queues []queueSlots) (result
 	}, nil
 }
 
-// processCPU returns the user and system CPU time this process has used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // expectStates checks the table's row count by state against want (states not in want must
 // have no rows), which catches lost, duplicated and stuck jobs.
 func expectStates(ctx context.Context, s system, want map[string]int64) error {
@@ -657,6 +656,21 @@ func drainScheduledRatios(all *results) []string {
 		}
 	}
 	return lines
+}
+
+// targetDrainBusy is the target for pgqueue's use of the machine during the drain
+// (scenario 3), in percent.
+const targetDrainBusy = 90.0
+
+// drainBusyTarget prints pgqueue's use of the machine during the drain against the issue's
+// target.
+func drainBusyTarget(all *results) []string {
+	busy, ok := all.median("drain", pgqueueContender.name, busyMetric)
+	if !ok {
+		return nil
+	}
+	return []string{fmt.Sprintf("pgqueue kept %s%% of the machine busy during the drain, all processes counted (the issue's target: ≥ %g%%)",
+		formatValue(busy), targetDrainBusy)}
 }
 
 // groupInt formats an integer with thousands separators.
