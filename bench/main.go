@@ -167,27 +167,34 @@ func runAll(ctx context.Context, e *env, o options, w io.Writer) error {
 		}
 		progress("== %s", sc.title(e))
 		for r := range o.runs {
-			if sc.noSystems {
-				res, err := sc.run(ctx, e, nil)
-				if err != nil {
-					return fmt.Errorf("%s, run %d: %w", sc.name, r+1, err)
+			for j, st := range sc.allSteps() {
+				label := sc.name
+				if st.name != "" {
+					label += " (" + st.name + ")"
 				}
-				progress("%s run %d/%d: %s", sc.name, r+1, o.runs, formatResult(sc, res))
-				all.add(sc.name, "", res)
-				continue
-			}
-			// Alternate the contenders, and rotate who goes first from run to run.
-			for i := range contenders {
-				c := contenders[(r+i)%len(contenders)]
-				if sc.noRiver && c.name != pgqueueContender.name {
+				if sc.noSystems {
+					res, err := st.run(ctx, e, nil)
+					if err != nil {
+						return fmt.Errorf("%s, run %d: %w", label, r+1, err)
+					}
+					progress("%s run %d/%d: %s", label, r+1, o.runs, formatResult(sc, res))
+					all.add(sc.name, "", res)
 					continue
 				}
-				res, err := runOnce(ctx, e, sc, c)
-				if err != nil {
-					return fmt.Errorf("%s, run %d, %s: %w", sc.name, r+1, c.name, err)
+				// Alternate the contenders, and rotate who goes first from run to run and from
+				// step to step.
+				for i := range contenders {
+					c := contenders[(r+j+i)%len(contenders)]
+					if sc.noRiver && c.name != pgqueueContender.name {
+						continue
+					}
+					res, err := runOnce(ctx, e, st, c)
+					if err != nil {
+						return fmt.Errorf("%s, run %d, %s: %w", label, r+1, c.name, err)
+					}
+					progress("%s run %d/%d %s: %s", label, r+1, o.runs, c.name, formatResult(sc, res))
+					all.add(sc.name, c.name, res)
 				}
-				progress("%s run %d/%d %s: %s", sc.name, r+1, o.runs, c.name, formatResult(sc, res))
-				all.add(sc.name, c.name, res)
 			}
 		}
 		printScenario(w, e, sc, all)
@@ -201,14 +208,15 @@ func runAll(ctx context.Context, e *env, o options, w io.Writer) error {
 	return nil
 }
 
-// runOnce runs a scenario once for a contender, in a fresh schema that it drops afterwards.
-func runOnce(ctx context.Context, e *env, sc *scenario, c contender) (res result, err error) {
+// runOnce runs a scenario's step once for a contender, in a fresh schema that it drops
+// afterwards.
+func runOnce(ctx context.Context, e *env, st step, c contender) (res result, err error) {
 	sys, err := c.open(ctx, e)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, sys.Close(ctx)) }()
-	return sc.run(ctx, e, sys)
+	return st.run(ctx, e, sys)
 }
 
 // progress reports to stderr.
@@ -216,10 +224,14 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
+// formatResult prints the scenario's metrics that res holds (a step's result holds only its
+// own).
 func formatResult(sc *scenario, res result) string {
 	var parts []string
 	for _, m := range sc.metrics {
-		parts = append(parts, m.name+" "+formatValue(res[m.name]))
+		if v, ok := res[m.name]; ok {
+			parts = append(parts, m.name+" "+formatValue(v))
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -242,7 +254,7 @@ func printHeader(ctx context.Context, e *env, o options, contenders []contender,
 	for _, c := range contenders {
 		fmt.Fprintf(w, "- %s: %s\n", c.name, c.settings)
 	}
-	fmt.Fprintf(w, "- every contender: one client and one worker per run, a pool of %d connections, a fresh schema per run\n\n", poolMaxConns)
+	fmt.Fprintf(w, "- every contender: one client per run, serving one queue (in 3b several: pgqueue with one Client.Run of a worker per queue, River with every queue in its client's Queues), a pool of %d connections, a fresh schema per run\n\n", poolMaxConns)
 	return nil
 }
 

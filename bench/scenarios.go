@@ -7,6 +7,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,8 +124,25 @@ type scenario struct {
 	noRiver   bool // measures pgqueue only
 	noSystems bool // measures no contender (run gets a nil system)
 	run       func(ctx context.Context, e *env, sys system) (result, error)
+	// steps, if set, replace run: each run of the scenario makes every step in turn, each step
+	// on a fresh system of every contender in turn. Their results have metrics of their own.
+	steps []step
 	// derived prints lines computed from this and earlier scenarios' results.
 	derived func(all *results) []string
+}
+
+// step is one part of a scenario's run.
+type step struct {
+	name string // for progress and errors
+	run  func(ctx context.Context, e *env, sys system) (result, error)
+}
+
+// allSteps returns the scenario's steps: run alone when it has none.
+func (sc *scenario) allSteps() []step {
+	if sc.steps != nil {
+		return sc.steps
+	}
+	return []step{{"", sc.run}}
 }
 
 // Sizes of the scenarios at -scale 1, and the smallest sizes any scale may shrink them to.
@@ -145,6 +164,9 @@ const (
 	settleTime     = time.Second // after a worker starts, before latency or idle measurements
 	warmupJobs     = 5
 )
+
+// queueCounts are the numbers of queues the queues scenario spreads the drain over.
+var queueCounts = []int{1, 5, 20, 100}
 
 // count scales a job count, to at least minimum.
 func (e *env) count(base, minimum int) int {
@@ -204,6 +226,16 @@ func scenarios() []*scenario {
 				return runDrain(ctx, e, s, oneQueue(drainSlots), 0)
 			},
 			derived: drainBusyTarget,
+		},
+		{
+			name: "queues",
+			title: func(e *env) string {
+				return fmt.Sprintf("3b. Queues: %s pre-inserted no-op jobs spread evenly over %s queues, one process, %d slots split evenly (%s per queue); pgqueue one Client.Run of a worker per queue, River one client with every queue in Queues; timed as 3",
+					groupInt(e.drainJobs()), joinInts(queueCounts, ", ", " and "), drainSlots, joinInts(slotsPerQueue(), ", ", ", "))
+			},
+			metrics: queuesMetrics(),
+			steps:   queuesSteps(),
+			derived: queuesRatios,
 		},
 		{
 			name: "wake",
@@ -658,6 +690,108 @@ func drainScheduledRatios(all *results) []string {
 	return lines
 }
 
+// queuesLabel names a number of queues: "1 queue", "5 queues".
+func queuesLabel(n int) string {
+	if n == 1 {
+		return "1 queue"
+	}
+	return fmt.Sprintf("%d queues", n)
+}
+
+// queuesMetric names a metric of the queues scenario at n queues.
+func queuesMetric(n int, m string) string { return queuesLabel(n) + ": " + m }
+
+// queuesMetrics are the queues scenario's metrics: jobs/s at each count, then the machine's
+// busy share at each count.
+func queuesMetrics() []metric {
+	var ms []metric
+	for _, m := range drainMetrics {
+		for _, n := range queueCounts {
+			ms = append(ms, metric{queuesMetric(n, m.name), m.higherBetter})
+		}
+	}
+	return ms
+}
+
+// queuesSteps are the queues scenario's drains, one per count of queues, each with its metrics
+// renamed for the count.
+func queuesSteps() []step {
+	var steps []step
+	for _, n := range queueCounts {
+		steps = append(steps, step{
+			name: queuesLabel(n),
+			run: func(ctx context.Context, e *env, s system) (result, error) {
+				res, err := runDrain(ctx, e, s, spreadQueues(n, drainSlots), 0)
+				if err != nil {
+					return nil, err
+				}
+				named := result{}
+				for m, v := range res {
+					named[queuesMetric(n, m)] = v
+				}
+				return named, nil
+			},
+		})
+	}
+	return steps
+}
+
+// slotsPerQueue returns the slots each queue gets at each count of the queues scenario.
+func slotsPerQueue() []int {
+	var slots []int
+	for _, n := range queueCounts {
+		slots = append(slots, spreadQueues(n, drainSlots)[n-1].slots)
+	}
+	return slots
+}
+
+// The targets for many queues: at targetQueues queues, pgqueue keeps targetOwnFraction
+// of its 1-queue rate and is targetOverRiverFast times as fast as river-fast.
+const (
+	targetQueues        = 20
+	targetOwnFraction   = 0.80
+	targetOverRiverFast = 3.0
+)
+
+// queuesRatios prints, per contender, each count's rate as a fraction of the contender's own
+// 1-queue rate, and pgqueue's rate divided by river-fast's at each count.
+func queuesRatios(all *results) []string {
+	jobs := func(c string, n int) (float64, bool) {
+		return all.median("queues", c, queuesMetric(n, "jobs/s"))
+	}
+	var lines []string
+	for _, c := range all.contenders {
+		one, ok := jobs(c, 1)
+		if !ok || one <= 0 {
+			continue
+		}
+		var parts []string
+		for _, n := range queueCounts[1:] {
+			if v, ok := jobs(c, n); ok {
+				parts = append(parts, fmt.Sprintf("%s %.0f%%", queuesLabel(n), 100*v/one))
+			}
+		}
+		line := fmt.Sprintf("%s: rate as a fraction of its own 1-queue rate: %s", c, strings.Join(parts, ", "))
+		if c == pgqueueContender.name {
+			line += fmt.Sprintf(" (the issue's target: ≥ %.0f%% at %d queues)", 100*targetOwnFraction, targetQueues)
+		}
+		lines = append(lines, line)
+	}
+	var parts []string
+	for _, n := range queueCounts {
+		pq, ok1 := jobs(pgqueueContender.name, n)
+		rf, ok2 := jobs(riverFast.name, n)
+		if ok1 && ok2 && rf > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", queuesLabel(n), formatRatio(pq/rf)))
+		}
+	}
+	if len(parts) > 0 {
+		lines = append(lines, fmt.Sprintf("pgqueue ÷ %s: %s (the issue's target: ≥ %g× at %d queues)",
+			riverFast.name, strings.Join(parts, ", "), targetOverRiverFast, targetQueues))
+	}
+	return lines
+}
+
 // targetDrainBusy is the target for pgqueue's use of the machine during the drain
 // (scenario 3), in percent.
 const targetDrainBusy = 90.0
@@ -671,6 +805,22 @@ func drainBusyTarget(all *results) []string {
 	}
 	return []string{fmt.Sprintf("pgqueue kept %s%% of the machine busy during the drain, all processes counted (the issue's target: ≥ %g%%)",
 		formatValue(busy), targetDrainBusy)}
+}
+
+// joinInts joins numbers with sep, and the last two with last.
+func joinInts(ns []int, sep, last string) string {
+	var b strings.Builder
+	for i, n := range ns {
+		switch {
+		case i == 0:
+		case i == len(ns)-1:
+			b.WriteString(last)
+		default:
+			b.WriteString(sep)
+		}
+		b.WriteString(strconv.Itoa(n))
+	}
+	return b.String()
 }
 
 // groupInt formats an integer with thousands separators.

@@ -61,12 +61,12 @@ func TestScale(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	o, err := parseFlags([]string{"-dsn", "postgres://x", "-smoke", "-only", "drain,limit"})
+	o, err := parseFlags([]string{"-dsn", "postgres://x", "-smoke", "-only", "drain,limit, queues"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.scale != 0.01 || o.runs != 1 || !o.only["drain"] || !o.only["limit"] || len(o.only) != 2 {
-		t.Errorf("parseFlags(-smoke -only drain,limit) = %+v", o)
+	if o.scale != 0.01 || o.runs != 1 || len(o.only) != 3 || !o.only["drain"] || !o.only["limit"] || !o.only["queues"] {
+		t.Errorf("parseFlags(-smoke -only drain,limit,queues) = %+v", o)
 	}
 	if o, _ := parseFlags([]string{"-dsn", "postgres://x", "-smoke", "-runs", "2"}); o.runs != 2 {
 		t.Errorf("-smoke overrode -runs 2: runs %d", o.runs)
@@ -94,7 +94,7 @@ func TestSpread(t *testing.T) {
 	}
 	// The drain's jobs at every scale and count: every job in exactly one queue.
 	for _, jobs := range []int{1000, 20_000, drainJobs} {
-		for _, n := range []int{1, 5, 20, 100} {
+		for _, n := range queueCounts {
 			parts := spread(jobs, n)
 			sum := 0
 			for _, k := range parts {
@@ -115,7 +115,7 @@ func TestSpreadQueues(t *testing.T) {
 		t.Errorf("spreadQueues(1) = %v, want scenario 3's queue", got)
 	}
 	wantSlots := map[int]int{1: 100, 5: 20, 20: 5, 100: 1}
-	for n := range wantSlots {
+	for _, n := range queueCounts {
 		qs := spreadQueues(n, drainSlots)
 		names := map[string]bool{}
 		for _, q := range qs {
@@ -134,10 +134,75 @@ func TestSpreadQueues(t *testing.T) {
 			t.Errorf("spreadQueues(%d) names %d distinct queues", n, len(names))
 		}
 	}
+	if got := slotsPerQueue(); !slices.Equal(got, []int{100, 20, 5, 1}) {
+		t.Errorf("slotsPerQueue = %v", got)
+	}
 	defer func() {
 		if recover() == nil {
 			t.Error("spreadQueues(101, 100) did not panic")
 		}
 	}()
 	spreadQueues(101, 100)
+}
+
+func TestQueuesReport(t *testing.T) {
+	metrics := queuesMetrics()
+	if len(metrics) != 2*len(queueCounts) || metrics[0].name != "1 queue: jobs/s" || metrics[len(metrics)-1].name != "100 queues: "+busyMetric {
+		t.Errorf("queuesMetrics = %v", metrics)
+	}
+	all := &results{contenders: []string{"pgqueue", "river-default", "river-fast"}, values: map[string]map[string]map[string][]float64{}}
+	for c, rates := range map[string][]float64{"pgqueue": {10_000, 9_000, 8_000, 5_000}, "river-fast": {5_000, 4_000, 2_000, 1_000}} {
+		res := result{}
+		for i, n := range queueCounts {
+			res[queuesMetric(n, "jobs/s")] = rates[i]
+		}
+		all.add("queues", c, res)
+	}
+	got := strings.Join(queuesRatios(all), "\n")
+	for _, want := range []string{
+		"pgqueue: rate as a fraction of its own 1-queue rate: 5 queues 90%, 20 queues 80%, 100 queues 50% (the issue's target: ≥ 80% at 20 queues)",
+		"river-fast: rate as a fraction of its own 1-queue rate: 5 queues 80%, 20 queues 40%, 100 queues 20%\n",
+		"pgqueue ÷ river-fast: 1 queue 2.00×, 5 queues 2.25×, 20 queues 4.00×, 100 queues 5.00× (the issue's target: ≥ 3× at 20 queues)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("queuesRatios:\n%s\nwant a line %q", got, want)
+		}
+	}
+	if strings.Contains(got, "river-default") {
+		t.Errorf("queuesRatios printed a contender without results:\n%s", got)
+	}
+}
+
+func TestStepsAndResults(t *testing.T) {
+	var sc *scenario
+	for _, s := range scenarios() {
+		if s.name == "queues" {
+			sc = s
+		}
+	}
+	if sc == nil {
+		t.Fatal("no queues scenario")
+	}
+	steps := sc.allSteps()
+	if len(steps) != len(queueCounts) || steps[2].name != "20 queues" {
+		t.Errorf("queues steps = %d, third %q", len(steps), steps[2].name)
+	}
+	if steps := (&scenario{run: runBulk}).allSteps(); len(steps) != 1 || steps[0].name != "" {
+		t.Errorf("a scenario without steps has steps %v", steps)
+	}
+	// A step's result holds only its own metrics: the progress line shows those alone.
+	if got := formatResult(sc, result{queuesMetric(5, "jobs/s"): 1234}); got != "5 queues: jobs/s 1,234" {
+		t.Errorf("formatResult = %q", got)
+	}
+}
+
+func TestJoinInts(t *testing.T) {
+	for _, c := range []struct {
+		ns   []int
+		want string
+	}{{[]int{1}, "1"}, {[]int{1, 5}, "1 and 5"}, {queueCounts, "1, 5, 20 and 100"}} {
+		if got := joinInts(c.ns, ", ", " and "); got != c.want {
+			t.Errorf("joinInts(%v) = %q, want %q", c.ns, got, c.want)
+		}
+	}
 }
