@@ -254,7 +254,7 @@ func printHeader(ctx context.Context, e *env, o options, contenders []contender,
 	for _, c := range contenders {
 		fmt.Fprintf(w, "- %s: %s\n", c.name, c.settings)
 	}
-	fmt.Fprintf(w, "- every contender: one client per run, serving one queue (in 3b several: pgqueue with one Client.Run of a worker per queue, River with every queue in its client's Queues), a pool of %d connections, a fresh schema per run\n\n", poolMaxConns)
+	fmt.Fprintf(w, "- every contender: one client per run, serving one queue (in 3b and 4c several: pgqueue with one Client.Run of a worker per queue, River with every queue in its client's Queues), a pool of %d connections, a fresh schema per run\n\n", poolMaxConns)
 	return nil
 }
 

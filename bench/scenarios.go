@@ -163,6 +163,7 @@ const (
 	pollTableEvery = 5 * time.Millisecond
 	settleTime     = time.Second // after a worker starts, before latency or idle measurements
 	warmupJobs     = 5
+	idleQueues     = 100 // queues of the idle scenario with many queues
 )
 
 // queueCounts are the numbers of queues the queues scenario spreads the drain over.
@@ -186,6 +187,9 @@ func (e *env) dueJobs() int       { return int(e.duration(dueFor, 10*dueEvery) /
 
 // drainMetrics are the metrics of a drain.
 var drainMetrics = []metric{{"jobs/s", true}, {busyMetric, true}}
+
+// idleMetrics are the metrics of an idle worker.
+var idleMetrics = []metric{{"client CPU %", false}, {"server CPU %", false}}
 
 // busyMetric is the whole machine's CPU use during a drain.
 const busyMetric = "% of the machine busy"
@@ -253,9 +257,21 @@ func scenarios() []*scenario {
 				return fmt.Sprintf("4b. Idle CPU: one worker (%d slots) with nothing to do, over %s; %% of one core, this process (getrusage) and the server backends of its pool (/proc, resolution %.2g %%)",
 					drainSlots, d, 100*(time.Second/clockTicks).Seconds()/d.Seconds())
 			},
-			metrics: []metric{{"client CPU %", false}, {"server CPU %", false}},
+			metrics: idleMetrics,
 			run: func(ctx context.Context, e *env, s system) (result, error) {
 				return runIdle(ctx, e, s, oneQueue(drainSlots))
+			},
+		},
+		{
+			name: "idle-queues",
+			title: func(e *env) string {
+				d := e.duration(idleFor, time.Second)
+				return fmt.Sprintf("4c. Idle CPU with %[1]d queues: as 4b, but the worker serves %[1]d queues with %[2]d slots split evenly (pgqueue %[1]d workers in one Client.Run, River %[1]d queues in one client), over %[3]s; %% of one core, this process and the server backends of its pool",
+					idleQueues, drainSlots, d)
+			},
+			metrics: idleMetrics,
+			run: func(ctx context.Context, e *env, s system) (result, error) {
+				return runIdle(ctx, e, s, spreadQueues(idleQueues, drainSlots))
 			},
 		},
 		{

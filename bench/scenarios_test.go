@@ -61,12 +61,12 @@ func TestScale(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	o, err := parseFlags([]string{"-dsn", "postgres://x", "-smoke", "-only", "drain,limit, queues"})
+	o, err := parseFlags([]string{"-dsn", "postgres://x", "-smoke", "-only", "drain,limit, queues,idle-queues"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.scale != 0.01 || o.runs != 1 || len(o.only) != 3 || !o.only["drain"] || !o.only["limit"] || !o.only["queues"] {
-		t.Errorf("parseFlags(-smoke -only drain,limit,queues) = %+v", o)
+	if o.scale != 0.01 || o.runs != 1 || len(o.only) != 4 || !o.only["drain"] || !o.only["limit"] || !o.only["queues"] || !o.only["idle-queues"] {
+		t.Errorf("parseFlags(-smoke -only drain,limit,queues,idle-queues) = %+v", o)
 	}
 	if o, _ := parseFlags([]string{"-dsn", "postgres://x", "-smoke", "-runs", "2"}); o.runs != 2 {
 		t.Errorf("-smoke overrode -runs 2: runs %d", o.runs)
