@@ -5,7 +5,9 @@ import (
 	"io/fs"
 	"testing"
 	"testing/fstest"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 )
@@ -16,6 +18,18 @@ func tableExists(t *testing.T, b *bundle, table string) bool {
 	var ok bool
 	err := b.pool.QueryRow(context.Background(),
 		"SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2)", b.schema, table).Scan(&ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// functionExists reports whether the schema has a function of that name.
+func functionExists(t *testing.T, b *bundle, name string) bool {
+	t.Helper()
+	var ok bool
+	err := b.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_proc AS p JOIN pg_namespace AS n
+		ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2)`, b.schema, name).Scan(&ok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +68,109 @@ func TestMigrateUpDownUp(t *testing.T) {
 	q := newQueue[int](t, b.newClient(), "q")
 	if _, err := q.Enqueue(ctx, 1, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The notify migration adds pgqueue_channel and pgqueue_notify on the way up and takes them away,
+// and nothing else, on the way down; twice over, then up to the latest.
+func TestMigrateNotifyFunctions(t *testing.T) {
+	t.Parallel()
+	b := &bundle{t: t, schema: newSchema(t)}
+	b.pool = newPool(t, b.schema, 4)
+	ctx := t.Context()
+	db := stdlib.OpenDBFromPool(b.pool)
+	defer db.Close()
+	p, err := newMigrationProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const before, notify = 20261129140000, 20261201120000
+	functions := []string{"pgqueue_channel", "pgqueue_notify"}
+	for round := range 2 {
+		if _, err := p.UpTo(ctx, before); err != nil {
+			t.Fatalf("round %d: up to %d: %v", round, before, err)
+		}
+		for _, f := range functions {
+			if functionExists(t, b, f) {
+				t.Fatalf("round %d: %s exists before the notify migration", round, f)
+			}
+		}
+		if _, err := p.UpTo(ctx, notify); err != nil {
+			t.Fatalf("round %d: up to %d: %v", round, notify, err)
+		}
+		for _, f := range functions {
+			if !functionExists(t, b, f) {
+				t.Fatalf("round %d: %s missing after the notify migration", round, f)
+			}
+		}
+		var volatility string
+		if err := b.pool.QueryRow(ctx, `SELECT p.provolatile::text FROM pg_proc AS p JOIN pg_namespace AS n
+			ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'pgqueue_notify'`, b.schema).
+			Scan(&volatility); err != nil || volatility != "v" {
+			t.Fatalf("round %d: pgqueue_notify has volatility %q (%v), want v (volatile)", round, volatility, err)
+		}
+		if _, err := p.DownTo(ctx, before); err != nil {
+			t.Fatalf("round %d: down to %d: %v", round, before, err)
+		}
+		for _, f := range functions {
+			if functionExists(t, b, f) {
+				t.Fatalf("round %d: %s survived migrating down", round, f)
+			}
+		}
+		if !tableExists(t, b, "pgqueue_jobs") || !tableExists(t, b, "pgqueue_queues") {
+			t.Fatalf("round %d: migrating the notify migration down took a table with it", round)
+		}
+	}
+	migrate(t, b.pool)
+	q := newQueue[int](t, b.newClient(), "q")
+	if _, err := q.Enqueue(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pgqueue_notify sends on the channel of the schema it lives in, whatever the caller's
+// search_path: here one that puts another schema first, with a pg_notify of its own ahead of
+// pg_catalog's. pgqueue_channel names the same channel.
+func TestNotifyChannelIsTheFunctionsSchema(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := newSchema(t)
+	ctx := t.Context()
+	b.exec("CREATE FUNCTION " + pgx.Identifier{other, "pg_notify"}.Sanitize() +
+		"(text, text) RETURNS void LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'the caller''s pg_notify ran'; END$$")
+
+	listen, err := pgx.Connect(ctx, testDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Close(context.Background())
+	var want, wrong string
+	if err := listen.QueryRow(ctx, "SELECT ('pgqueue.' || $1::text)::name::text, ('pgqueue.' || $2::text)::name::text",
+		b.schema, other).Scan(&want, &wrong); err != nil {
+		t.Fatal(err)
+	}
+	var channel string
+	if err := b.pool.QueryRow(ctx, channelSQL).Scan(&channel); err != nil || channel != want {
+		t.Fatalf("channel.sql gives %q (%v), want %q", channel, err, want)
+	}
+	for _, c := range []string{want, wrong} {
+		if _, err := listen.Exec(ctx, "LISTEN "+pgx.Identifier{c}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	caller := newPool(t, pgx.Identifier{other}.Sanitize()+", pg_catalog", 1)
+	if _, err := caller.Exec(ctx, "SELECT "+pgx.Identifier{b.schema, "pgqueue_notify"}.Sanitize()+"($1)", "a q"); err != nil {
+		t.Fatalf("pgqueue_notify from another search_path: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := listen.WaitForNotification(wctx)
+	if err != nil {
+		t.Fatalf("no notification: %v", err)
+	}
+	if n.Channel != want || n.Payload != "a q" {
+		t.Fatalf("notification %q on %q, want %q on %q", n.Payload, n.Channel, "a q", want)
 	}
 }
 
