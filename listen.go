@@ -274,15 +274,14 @@ func (l *listener) session(ctx context.Context, failures *int) error {
 		_ = conn.Close(closeCtx)
 	}()
 
-	var channel *string
+	// pgqueue_channel is found through the search_path, as the tables are; without it the
+	// search_path reaches no migrated schema.
+	var channel string
 	if err := conn.QueryRow(ctx, channelSQL).Scan(&channel); err != nil {
-		return fmt.Errorf("pgqueue: listen: %w", err)
+		return fmt.Errorf("pgqueue: listen: the schema's channel (has the search_path's schema been migrated?): %w", err)
 	}
-	if channel == nil {
-		return errors.New("pgqueue: listen: the search_path names no existing schema")
-	}
-	// The channel name comes from the server (current_schema) and is quoted as an identifier.
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{*channel}.Sanitize()); err != nil {
+	// The channel name comes from the server (pgqueue_channel) and is quoted as an identifier.
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return fmt.Errorf("pgqueue: listen: %w", err)
 	}
 	l.pid.Store(conn.PgConn().PID())

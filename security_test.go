@@ -155,11 +155,20 @@ func TestHostileSchemaName(t *testing.T) {
 //
 //	GRANT USAGE ON SCHEMA <schema> TO <role>;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues TO <role>;
+//	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel() TO <role>;
+//
+// Postgres grants EXECUTE on a new function to PUBLIC unless default privileges revoke it, so the
+// last line is needed only where that grant has been revoked.
 const leastPrivilegeGrants = `GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
-GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues TO %[2]s`
+GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues TO %[2]s;
+GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel() TO %[2]s`
+
+// pgqueueFunctions are the functions the migrations create, as regprocedure text.
+var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()"}
 
 // TestLeastPrivilege uses pgqueue as a role that holds only leastPrivilegeGrants: every call an
-// application makes works, and Migrate fails.
+// application makes works, and Migrate fails. PUBLIC's default EXECUTE on the functions is
+// revoked first, so that the role holds nothing beyond the grants.
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -178,6 +187,30 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("drop role: %v", err)
 		}
 	})
+	executable := func() (n int) {
+		t.Helper()
+		for _, f := range pgqueueFunctions {
+			var ok bool
+			err := b.pool.QueryRow(ctx, "SELECT has_function_privilege($1, $2, 'EXECUTE')",
+				role, pgx.Identifier{b.schema}.Sanitize()+"."+f).Scan(&ok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	if n := executable(); n != len(pgqueueFunctions) {
+		t.Fatalf("a new role may execute %d of the %d functions by default, want all (PUBLIC)", n, len(pgqueueFunctions))
+	}
+	for _, f := range pgqueueFunctions {
+		b.exec("REVOKE EXECUTE ON FUNCTION " + pgx.Identifier{b.schema}.Sanitize() + "." + f + " FROM PUBLIC")
+	}
+	if n := executable(); n != 0 {
+		t.Fatalf("the role may execute %d functions after the revoke from PUBLIC, want 0", n)
+	}
 	b.exec(fmt.Sprintf(leastPrivilegeGrants, pgx.Identifier{b.schema}.Sanitize(), pgx.Identifier{role}.Sanitize()))
 
 	cfg, err := pgxpool.ParseConfig(testDSN)

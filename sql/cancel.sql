@@ -11,7 +11,7 @@ WITH target AS (
     WHERE j.id = target.id AND target.status IN ('scheduled', 'available', 'running')
     RETURNING j.id
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, 'c ' || $2 || ' ' || encode(uuid_send(id), 'hex'))
+    SELECT pgqueue_notify('c ' || $2 || ' ' || encode(uuid_send(id), 'hex'))
     FROM cancelled
 )
 SELECT target.status, (SELECT count(*) FROM notified) FROM target

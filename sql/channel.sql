@@ -1,5 +1,5 @@
 -- channel: the LISTEN/NOTIFY channel of the schema the tables live in (the first schema of the
--- search_path). Every statement that notifies computes the same expression server-side. The cast
--- to name cuts it to the 63 bytes a channel may have without splitting a character (left(…, 63)
--- counts characters, and a longer channel makes pg_notify fail); names that fit are unchanged.
-SELECT ('pgqueue.' || current_schema())::name::text
+-- search_path that has pgqueue's functions), on which pgqueue_notify sends: both functions carry
+-- the channel their migration computed ('pgqueue.' and the schema, cut to the 63 bytes a channel
+-- may have), so listener and notifiers agree by construction. Reads no table.
+SELECT pgqueue_channel()

@@ -10,8 +10,7 @@ WITH target AS (
     WHERE j.id = target.id AND (target.status <> 'running' OR $3::boolean)
     RETURNING j.id, target.status
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text,
-                     CASE WHEN status = 'running' THEN 'c ' ELSE 'd ' END || $2 || ' ' || encode(uuid_send(id), 'hex'))
+    SELECT pgqueue_notify(CASE WHEN status = 'running' THEN 'c ' ELSE 'd ' END || $2 || ' ' || encode(uuid_send(id), 'hex'))
     FROM deleted
 )
 SELECT target.status, EXISTS (SELECT 1 FROM deleted), (SELECT count(*) FROM notified) FROM target

@@ -7,6 +7,6 @@ WITH deleted AS (
 ), counted AS (
     SELECT count(*) AS n FROM deleted
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, 'd ' || $1) FROM counted WHERE n > 0
+    SELECT pgqueue_notify('d ' || $1) FROM counted WHERE n > 0
 )
 SELECT counted.n, (SELECT count(*) FROM notified) FROM counted

@@ -13,7 +13,7 @@ WITH job AS (
     FROM (SELECT coalesce($5::timestamptz, now() + $6::bigint * interval '1 microsecond') AS run_at) AS t
     RETURNING status, run_at, created_at
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, left(job.status, 1) || ' ' || $2)
+    SELECT pgqueue_notify(left(job.status, 1) || ' ' || $2)
     FROM job
     WHERE $9::boolean
 )

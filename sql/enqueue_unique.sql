@@ -16,7 +16,7 @@ WITH job AS (
     DO NOTHING
     RETURNING status, run_at, created_at
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, left(job.status, 1) || ' ' || $2)
+    SELECT pgqueue_notify(left(job.status, 1) || ' ' || $2)
     FROM job
 )
 SELECT job.status, job.run_at, job.created_at, (SELECT count(*) FROM notified) FROM job

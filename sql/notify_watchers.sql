@@ -1,5 +1,5 @@
 -- notify_watchers: sends message $2 on the schema's channel if queue $1 is being watched.
 -- Reads pgqueue_queues' primary key.
-SELECT pg_notify(('pgqueue.' || current_schema())::name::text, $2::text)
+SELECT pgqueue_notify($2::text)
 FROM pgqueue_queues
 WHERE name = $1 AND watched_until > now()

@@ -18,7 +18,7 @@ WITH promoted AS (
 ), counted AS (
     SELECT count(*) AS n FROM promoted
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, 'a ' || $1)
+    SELECT pgqueue_notify('a ' || $1)
     FROM counted
     WHERE n > 0
 )

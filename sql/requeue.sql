@@ -15,7 +15,7 @@ WITH back AS (
     WHERE j.id = r.id AND j.lock_token = r.lock_token
     RETURNING j.id, j.queue, j.status, j.run_at
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, 'a ' || q.queue)
+    SELECT pgqueue_notify('a ' || q.queue)
     FROM (SELECT DISTINCT queue FROM back WHERE status = 'available') AS q
 )
 SELECT back.id, back.status, back.run_at FROM back, (SELECT count(*) FROM notified) AS n

@@ -24,7 +24,7 @@ WITH rescued AS (
       AND j.queue = $1
     RETURNING j.status
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, 'a ' || $1)
+    SELECT pgqueue_notify('a ' || $1)
     WHERE EXISTS (SELECT 1 FROM rescued WHERE status = 'available')
 )
 SELECT count(*) FILTER (WHERE status = 'available'),

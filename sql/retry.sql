@@ -12,7 +12,7 @@ WITH target AS (
     WHERE j.id = target.id AND target.status IN ('scheduled', 'completed', 'failed', 'cancelled')
     RETURNING j.id
 ), notified AS (
-    SELECT pg_notify(('pgqueue.' || current_schema())::name::text, 'a ' || $2)
+    SELECT pgqueue_notify('a ' || $2)
     WHERE EXISTS (SELECT 1 FROM retried)
 )
 SELECT target.status, (SELECT count(*) FROM notified) FROM target

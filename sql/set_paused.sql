@@ -5,5 +5,5 @@ WITH q AS (
     ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
     RETURNING q.paused
 )
-SELECT pg_notify(('pgqueue.' || current_schema())::name::text, CASE WHEN q.paused THEN 'p ' ELSE 'r ' END || $1)
+SELECT pgqueue_notify(CASE WHEN q.paused THEN 'p ' ELSE 'r ' END || $1)
 FROM q
