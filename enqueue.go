@@ -1,0 +1,354 @@
+package pgqueue
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/oklog/ulid/v2"
+)
+
+// MaxAttemptsDefault is the default of EnqueueOptions.MaxAttempts.
+const MaxAttemptsDefault = 25
+
+// EnqueueOptions are the options of one enqueue call. A nil *EnqueueOptions means defaults.
+type EnqueueOptions struct {
+	// Priority orders runnable jobs within the queue: higher runs first, and jobs of equal
+	// priority run in the order they were enqueued. From -2^31+1 to 2^31-1. Defaults to 0.
+	Priority int
+
+	// RunAt delays the job until this time, which must lie within the years 1 to 9999. Exclusive
+	// with Delay. Defaults to now.
+	RunAt time.Time
+
+	// Delay delays the job by this long, measured by the database clock. Exclusive with RunAt.
+	// Defaults to 0.
+	Delay time.Duration
+
+	// MaxAttempts is how many attempts the job may use; after the last one fails, the job ends
+	// failed. Defaults to MaxAttemptsDefault.
+	MaxAttempts int
+
+	// RetryDelay is a fixed delay between attempts. Defaults to 0, which means the worker's
+	// exponential back-off (WorkerOptions.RetryBackoff).
+	RetryDelay time.Duration
+
+	// UniqueKey, if set, makes the job unique among the queue's live (scheduled, available or
+	// running) jobs: while one with this key is live, enqueuing another returns that one, with
+	// Job.Duplicate set, and inserts nothing; also under concurrent enqueues and inside
+	// transactions. At most 255 bytes of UTF-8, without U+0000. Not accepted by EnqueueMany.
+	// Defaults to none.
+	UniqueKey string
+
+	// RepeatCount is how many more times the job runs after its first successful run: each
+	// success enqueues the next run as a new job (new id, at the back of the line) in the same
+	// transaction that settles it. RepeatForever repeats without end. Defaults to 0.
+	RepeatCount int
+
+	// RepeatEvery is the delay before each repeat. Needs RepeatCount. Defaults to 0 (at once).
+	RepeatEvery time.Duration
+}
+
+// RepeatForever, as EnqueueOptions.RepeatCount, repeats a job without end. Such a job is found
+// with Queue.Jobs and stopped with Queue.Cancel or Queue.Delete of its current run; give it a
+// UniqueKey so that enqueuing it at every start-up keeps a single chain.
+const RepeatForever = -1
+
+// enqueueParams are validated EnqueueOptions, ready to bind.
+type enqueueParams struct {
+	priority    int32
+	runAt       *time.Time
+	delayUs     int64
+	maxAttempts int32
+	retryDelay  *int64 // µs; nil: exponential back-off
+	uniqueKey   string
+	repeatCount int32
+	repeatEvery *int64 // µs; nil: none
+}
+
+func (o *EnqueueOptions) params() (enqueueParams, error) {
+	var zero EnqueueOptions
+	if o == nil {
+		o = &zero
+	}
+	var p enqueueParams
+	switch {
+	case o.Priority <= math.MinInt32 || o.Priority > math.MaxInt32:
+		return p, invalidf("Priority %d is out of range -2^31+1 .. 2^31-1", o.Priority)
+	case o.Delay < 0:
+		return p, invalidf("Delay %s is negative", o.Delay)
+	case o.Delay > 0 && !o.RunAt.IsZero():
+		return p, invalidf("RunAt and Delay are both set; give one")
+	case o.MaxAttempts < 0 || o.MaxAttempts > math.MaxInt32:
+		return p, invalidf("MaxAttempts %d is out of range (0 for the default, up to 2^31-1)", o.MaxAttempts)
+	case o.RetryDelay < 0:
+		return p, invalidf("RetryDelay %s is negative", o.RetryDelay)
+	case !o.RunAt.IsZero() && (o.RunAt.Before(minRunAt) || !o.RunAt.Before(maxRunAt)):
+		return p, invalidf("RunAt %s is outside years 1 to 9999", o.RunAt.UTC().Format(time.RFC3339))
+	case len(o.UniqueKey) > 255:
+		return p, invalidf("UniqueKey is %d bytes long, more than 255", len(o.UniqueKey))
+	case !storableText(o.UniqueKey):
+		return p, invalidf("UniqueKey is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
+	case o.RepeatCount < RepeatForever || o.RepeatCount > math.MaxInt32:
+		return p, invalidf("RepeatCount %d is out of range (RepeatForever, 0, or up to 2^31-1)", o.RepeatCount)
+	case o.RepeatEvery < 0:
+		return p, invalidf("RepeatEvery %s is negative", o.RepeatEvery)
+	case o.RepeatEvery > 0 && o.RepeatCount == 0:
+		return p, invalidf("RepeatEvery is set without RepeatCount")
+	}
+	p.uniqueKey = o.UniqueKey
+	p.repeatCount = int32(o.RepeatCount)
+	if o.RepeatEvery > 0 {
+		us := o.RepeatEvery.Microseconds()
+		p.repeatEvery = &us
+	}
+	p.priority = int32(o.Priority)
+	p.delayUs = o.Delay.Microseconds()
+	p.maxAttempts = int32(cmp.Or(o.MaxAttempts, MaxAttemptsDefault))
+	if !o.RunAt.IsZero() {
+		t := o.RunAt
+		p.runAt = &t
+	}
+	if o.RetryDelay > 0 {
+		us := o.RetryDelay.Microseconds()
+		p.retryDelay = &us
+	}
+	return p, nil
+}
+
+// The range of EnqueueOptions.RunAt: Postgres stores far wider, but encoding a time as JSON (the
+// listing cursors do) and as microseconds (pgx does) both break down beyond these years.
+var (
+	minRunAt = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
+	maxRunAt = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// storableText reports whether s fits a Postgres text column: valid UTF-8 without NUL bytes.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// encodePayload marshals a payload to JSON and checks its size against cfg, and that jsonb can
+// store it.
+func encodePayload[T any](cfg Config, queue string, payload T) ([]byte, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: encode payload for queue %s: %w", queue, err)
+	}
+	if len(b) > cfg.MaxPayloadBytes {
+		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d (Config.MaxPayloadBytes)",
+			ErrPayloadTooLarge, len(b), cfg.MaxPayloadBytes)
+	}
+	if err := checkJSONB(b); err != nil {
+		return nil, fmt.Errorf("pgqueue: encode payload for queue %s: %w", queue, err)
+	}
+	return b, nil
+}
+
+// Enqueue adds one job to the queue and returns it. The job is committed when Enqueue returns,
+// and idle workers of the queue are woken at once.
+func (q *Queue[T]) Enqueue(ctx context.Context, payload T, opts *EnqueueOptions) (*Job[T], error) {
+	return q.enqueue(ctx, q.c.pool, true, payload, opts)
+}
+
+// EnqueueTx adds one job to the queue inside the caller's transaction tx. The job exists if and
+// only if tx commits: a rolled-back transaction leaves nothing behind. Workers are woken when tx
+// commits, not before.
+func (q *Queue[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, payload T, opts *EnqueueOptions) (*Job[T], error) {
+	if tx == nil {
+		return nil, invalidf("EnqueueTx needs a transaction")
+	}
+	return q.enqueue(ctx, tx, false, payload, opts)
+}
+
+// querier is what enqueue needs of a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// enqueue inserts one job through db. autocommit says that db commits the statement itself
+// (a pool), so that its wake-up notification may be coalesced with others.
+func (q *Queue[T]) enqueue(ctx context.Context, db querier, autocommit bool, payload T, opts *EnqueueOptions) (*Job[T], error) {
+	if q.c.closed.Load() {
+		return nil, ErrClosed
+	}
+	p, err := opts.params()
+	if err != nil {
+		return nil, err
+	}
+	body, err := encodePayload(q.c.cfg, q.name, payload)
+	if err != nil {
+		return nil, err
+	}
+	j := &Job[T]{
+		ID:              q.c.ids.next(1)[0],
+		Queue:           q.name,
+		Payload:         payload,
+		Priority:        int(p.priority),
+		MaxAttempts:     int(p.maxAttempts),
+		UniqueKey:       p.uniqueKey,
+		RepeatRemaining: int(p.repeatCount),
+		RepeatEvery:     time.Duration(deref(p.repeatEvery)) * time.Microsecond,
+	}
+	if p.uniqueKey != "" {
+		return q.enqueueUnique(ctx, db, j, body, p)
+	}
+	notify := !autocommit || q.c.notifier.inline(q.name)
+	var notified int
+	err = db.QueryRow(ctx, enqueueSQL, [16]byte(j.ID), q.name, p.priority, body, p.runAt, p.delayUs,
+		p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery).
+		Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
+	}
+	if !notify {
+		q.c.notifier.committed(q.name, wakeMessage(j.Status, q.name))
+	}
+	return j, nil
+}
+
+// enqueueUnique inserts j unless a live job of the queue has its unique key, and otherwise
+// returns that job, marked Duplicate. The insert waits for a concurrent one of the same key to
+// commit or roll back; if the live job it collided with has finished by the time it is read,
+// the insert is tried again.
+func (q *Queue[T]) enqueueUnique(ctx context.Context, db querier, j *Job[T], body []byte, p enqueueParams) (*Job[T], error) {
+	for tries := 1; ; tries++ {
+		var notified int
+		err := db.QueryRow(ctx, enqueueUniqueSQL, [16]byte(j.ID), q.name, p.priority, body, p.runAt,
+			p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery).
+			Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
+		if err == nil {
+			return j, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
+		}
+		rows, err := db.Query(ctx, uniqueJobSQL, q.name, p.uniqueKey)
+		if err != nil {
+			return nil, fmt.Errorf("pgqueue: enqueue to %s: find duplicate: %w", q.name, err)
+		}
+		found, err := pgx.CollectRows(rows, scanEntryRow)
+		if err != nil {
+			return nil, fmt.Errorf("pgqueue: enqueue to %s: find duplicate: %w", q.name, err)
+		}
+		if len(found) == 0 && tries < 3 {
+			continue // the live job finished meanwhile: try the insert again
+		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("pgqueue: enqueue to %s: a job with the unique key keeps colliding yet is not visible", q.name)
+		}
+		e, err := decodeEntry[T](q.name, found[0])
+		if err != nil {
+			return nil, err
+		}
+		dup := e.Job
+		dup.Duplicate = true
+		return &dup, nil
+	}
+}
+
+// EnqueueMany adds many jobs to the queue in one transaction, through COPY, with one wake-up
+// notification for all of them, and returns their ids in the order of payloads. The options
+// apply to every job. Either all jobs are committed or, on error, none.
+func (q *Queue[T]) EnqueueMany(ctx context.Context, payloads []T, opts *EnqueueOptions) ([]ulid.ULID, error) {
+	if _, err := opts.params(); err != nil {
+		return nil, err
+	}
+	if len(payloads) == 0 {
+		return nil, nil
+	}
+	tx, err := q.c.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue many to %s: begin: %w", q.name, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	ids, err := q.EnqueueManyTx(ctx, tx, payloads, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue many to %s: commit: %w", q.name, err)
+	}
+	return ids, nil
+}
+
+// EnqueueManyTx is EnqueueMany inside the caller's transaction tx: the jobs exist if and only if
+// tx commits, and workers are woken on commit.
+func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, opts *EnqueueOptions) ([]ulid.ULID, error) {
+	if q.c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if tx == nil {
+		return nil, invalidf("EnqueueManyTx needs a transaction")
+	}
+	p, err := opts.params()
+	if err != nil {
+		return nil, err
+	}
+	if p.uniqueKey != "" {
+		return nil, invalidf("EnqueueMany does not take a UniqueKey; enqueue unique jobs one by one")
+	}
+	bodies := make([][]byte, len(payloads))
+	for i, payload := range payloads {
+		if bodies[i], err = encodePayload(q.c.cfg, q.name, payload); err != nil {
+			return nil, fmt.Errorf("payload %d: %w", i, err)
+		}
+	}
+	if len(payloads) == 0 {
+		return nil, nil
+	}
+
+	status := StatusAvailable
+	columns := []string{"id", "queue", "priority", "payload", "max_attempts", "retry_delay",
+		"repeat_remaining", "repeat_every"}
+	var runAt time.Time
+	if p.runAt != nil || p.delayUs > 0 {
+		// Decide between scheduled and available by the database clock, as Enqueue does.
+		var now time.Time
+		if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
+			return nil, fmt.Errorf("pgqueue: enqueue many to %s: %w", q.name, err)
+		}
+		runAt = now.Add(time.Duration(p.delayUs) * time.Microsecond)
+		if p.runAt != nil {
+			runAt = *p.runAt
+		}
+		if runAt.After(now) {
+			status = StatusScheduled
+		}
+		columns = append(columns, "run_at", "status")
+	}
+	interval := func(us *int64) pgtype.Interval {
+		if us == nil {
+			return pgtype.Interval{}
+		}
+		return pgtype.Interval{Microseconds: *us, Valid: true}
+	}
+	retryDelay, repeatEvery := interval(p.retryDelay), interval(p.repeatEvery)
+
+	ids := q.c.ids.next(len(payloads))
+	scheduled := len(columns) > 8
+	rows := pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
+		row := []any{[16]byte(ids[i]), q.name, p.priority, bodies[i], p.maxAttempts, retryDelay,
+			p.repeatCount, repeatEvery}
+		if scheduled {
+			row = append(row, runAt, string(status))
+		}
+		return row, nil
+	})
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pgqueue_jobs"}, columns, rows); err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue many to %s: copy: %w", q.name, err)
+	}
+	if _, err := tx.Exec(ctx, notifySQL, wakeMessage(status, q.name)); err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue many to %s: notify: %w", q.name, err)
+	}
+	return ids, nil
+}
