@@ -1,0 +1,119 @@
+package pgqueue
+
+import (
+	"crypto/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// allOnes is an entropy source of 0xFF bytes. With an increment bound of 1, the first id of a
+// millisecond takes the largest entropy and the second overflows it: every second draw takes
+// the overflow path and must wait for the next millisecond.
+type allOnes struct{}
+
+func (allOnes) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 0xFF
+	}
+	return len(p), nil
+}
+
+// drawConcurrently has goroutines draw batches of 1 to 3 ids from s at once, checks that every
+// id is distinct and that each goroutine's ids increase, and returns how many ids were drawn.
+func drawConcurrently(t *testing.T, s *idSource, goroutines, draws int) int {
+	t.Helper()
+	got := make([][]ulid.ULID, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for d := range draws {
+				got[g] = append(got[g], s.next(1+d%3)...)
+			}
+		})
+	}
+	wg.Wait()
+	seen := make(map[ulid.ULID]bool)
+	for g, ids := range got {
+		for i, id := range ids {
+			if seen[id] {
+				t.Fatalf("id %s handed out twice", id)
+			}
+			seen[id] = true
+			if i > 0 && id.Compare(ids[i-1]) <= 0 {
+				t.Fatalf("goroutine %d: id %d, %s, does not follow %s", g, i, id, ids[i-1])
+			}
+		}
+	}
+	return len(seen)
+}
+
+// Ids drawn at once by many goroutines are distinct and increase per goroutine, with the
+// client's entropy and with one that overflows within every millisecond.
+func TestIDsConcurrently(t *testing.T) {
+	t.Parallel()
+	t.Run("crypto-rand", func(t *testing.T) {
+		t.Parallel()
+		drawConcurrently(t, &idSource{entropy: ulid.Monotonic(rand.Reader, 0)}, 8, 500)
+	})
+	t.Run("overflowing", func(t *testing.T) {
+		t.Parallel()
+		s := &idSource{entropy: ulid.Monotonic(allOnes{}, 1)}
+		start := ulid.Now()
+		n := drawConcurrently(t, s, 4, 20)
+		if elapsed := ulid.Now() - start; elapsed < uint64(n-1) {
+			t.Fatalf("%d ids took %d ms; at one id per millisecond, the overflow path did not run", n, elapsed)
+		}
+	})
+}
+
+// A caller whose millisecond ran out of entropy waits for the next one without holding the
+// lock, and no id is made from the overflowed entropy meanwhile; a clock that steps back never
+// makes an id smaller than the latest.
+func TestIDsWaitWithoutTheLock(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Uint64
+	clock.Store(1_000)
+	s := &idSource{entropy: ulid.Monotonic(allOnes{}, 1), now: clock.Load}
+	first := s.next(1)[0]
+
+	got := make(chan ulid.ULID, 2)
+	for range 2 {
+		go func() { got <- s.next(1)[0] }()
+	}
+	waitFor(t, 5*time.Second, "the overflow", func() bool {
+		s.mu.Lock() // taken while the callers wait
+		defer s.mu.Unlock()
+		return s.full
+	})
+	select {
+	case id := <-got:
+		t.Fatalf("id %s made in the millisecond whose entropy overflowed", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clock.Store(1_001) // one id fits the millisecond: the other caller waits for the next
+	second := receive(t, got, 5*time.Second, "an id after the overflow")
+	clock.Store(1_002)
+	third := receive(t, got, 5*time.Second, "an id a millisecond later")
+	if second.Time() != 1_001 || third.Time() != 1_002 || second.Compare(first) <= 0 || third.Compare(second) <= 0 {
+		t.Fatalf("ids %s (%d), %s (%d), %s (%d): want increasing, in milliseconds 1000, 1001, 1002",
+			first, first.Time(), second, second.Time(), third, third.Time())
+	}
+
+	// The clock steps back: ids stay in the latest millisecond, which is full, so they wait for
+	// the clock to pass it.
+	clock.Store(500)
+	go func() { got <- s.next(1)[0] }()
+	select {
+	case id := <-got:
+		t.Fatalf("id %s made while the clock is behind a full millisecond", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clock.Store(1_003)
+	if fourth := receive(t, got, 5*time.Second, "an id once the clock is back"); fourth.Compare(third) <= 0 {
+		t.Fatalf("id %s does not follow %s", fourth, third)
+	}
+}
