@@ -26,9 +26,10 @@ type upkeepResult struct {
 // it promotes scheduled jobs when they fall due (a timer set to the earliest due time, by the
 // database clock) or when a wake-up says the schedule changed; it takes back expired leases and
 // prunes finished jobs at each queue's poll, or one LockDuration after a claim failed; and at the
-// poll it makes the claim loop look at the queue. The work for every queue that needs some goes
-// in one round trip. Every statement skips rows another process holds (SKIP LOCKED): any number
-// of processes maintain the same queues without a leader.
+// poll it makes the claim loop look at the queue. The work goes in one round trip of at most three
+// statements (rescue, prune, promote), each covering every queue that needs it, so that 100 idle
+// queues cost what one does. Every statement skips rows another process holds (SKIP LOCKED): any
+// number of processes maintain the same queues without a leader.
 func (rt *runtime) maintainLoop(ctx context.Context) {
 	now := time.Now()
 	for _, q := range rt.queues {
@@ -153,65 +154,94 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 	return nil
 }
 
-// sendUpkeep sends the statements of work in one round trip and reads their results. It does not
-// let ctx interrupt a statement under way.
+// sendUpkeep sends, in one round trip, the three statements of work, each covering every queue
+// that needs it, and returns what each queue's upkeep found. It does not let ctx interrupt a
+// statement under way.
 func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResult, error) {
-	b := &pgx.Batch{}
+	var rescue, promote []string
+	var completed, failed, cancelled []*int64
 	var timeout time.Duration
 	for _, u := range work {
 		if u.rescue {
-			b.Queue(rescueSQL, u.q.name, rescueBatch, maxErrorsKept)
-			completed, failed, cancelled := rt.c.cfg.retentionOf(u.q.name).pruneArgs()
-			b.Queue(pruneSQL, u.q.name, completed, failed, cancelled, pruneBatch)
+			rescue = append(rescue, u.q.name)
+			c, f, x := rt.c.cfg.retentionOf(u.q.name).pruneArgs()
+			completed, failed, cancelled = append(completed, c), append(failed, f), append(cancelled, x)
 		}
 		if u.promote {
-			b.Queue(promoteSQL, u.q.name, promoteBatch)
+			promote = append(promote, u.q.name)
 		}
 		timeout = max(timeout, u.q.opts.LockDuration)
+	}
+	b := &pgx.Batch{}
+	if len(rescue) > 0 {
+		b.Queue(rescueSQL, rescue, rescueBatch, maxErrorsKept)
+		b.Queue(pruneSQL, rescue, completed, failed, cancelled, pruneBatch)
+	}
+	if len(promote) > 0 {
+		b.Queue(promoteSQL, promote, promoteBatch)
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	br := rt.c.pool.SendBatch(qctx, b)
 	defer br.Close()
-	results := make([]upkeepResult, len(work))
-	for i, u := range work {
-		if err := readUpkeep(br, u, &results[i]); err != nil {
-			return nil, err
-		}
+	found := make(map[string]*upkeepResult, len(work))
+	for _, u := range work {
+		found[u.q.name] = &upkeepResult{}
+	}
+	if err := rt.readUpkeep(br, len(rescue) > 0, len(promote) > 0, found); err != nil {
+		return nil, err
 	}
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("pgqueue: maintain: %w", err)
 	}
+	results := make([]upkeepResult, len(work))
+	for i, u := range work {
+		results[i] = *found[u.q.name]
+	}
 	return results, nil
 }
 
-// readUpkeep reads the results of one queue's upkeep statements, in the order sendUpkeep queued
-// them.
-func readUpkeep(br pgx.BatchResults, u upkeep, r *upkeepResult) error {
-	if u.rescue {
-		var failed, notified, pruned int
-		if err := br.QueryRow().Scan(&r.rescued, &failed, &notified); err != nil {
-			return fmt.Errorf("pgqueue: rescue %s: %w", u.q.name, err)
+// readUpkeep reads the results of the statements sendUpkeep queued, in their order, into found.
+func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote bool, found map[string]*upkeepResult) error {
+	if rescue {
+		var queue string
+		var available, failed, notified int
+		rows, _ := br.Query()
+		_, err := pgx.ForEachRow(rows, []any{&queue, &available, &failed, &notified}, func() error {
+			found[queue].rescued = available
+			if available+failed > 0 {
+				rt.byName[queue].log.Warn("pgqueue: took back jobs whose lease expired",
+					"available", available, "failed", failed)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("pgqueue: rescue: %w", err)
 		}
-		if r.rescued+failed > 0 {
-			u.q.log.Warn("pgqueue: took back jobs whose lease expired", "available", r.rescued, "failed", failed)
-		}
+		var pruned int
 		if err := br.QueryRow().Scan(&pruned); err != nil {
-			return fmt.Errorf("pgqueue: prune %s: %w", u.q.name, err)
+			return fmt.Errorf("pgqueue: prune: %w", err)
 		}
 		if pruned > 0 {
-			u.q.log.Debug("pgqueue: pruned finished jobs past their retention", "jobs", pruned)
+			rt.c.cfg.Logger.Debug("pgqueue: pruned finished jobs past their retention", "jobs", pruned)
 		}
 	}
-	if u.promote {
+	if promote {
+		var queue string
+		var promoted, notified int
 		var nextDueMs *int64
-		var notified int
-		if err := br.QueryRow().Scan(&r.promoted, &nextDueMs, &notified); err != nil {
-			return fmt.Errorf("pgqueue: promote %s: %w", u.q.name, err)
-		}
-		if nextDueMs != nil {
-			d := time.Duration(max(*nextDueMs, 0)) * time.Millisecond
-			r.nextDue = &d
+		rows, _ := br.Query()
+		_, err := pgx.ForEachRow(rows, []any{&queue, &promoted, &nextDueMs, &notified}, func() error {
+			r := found[queue]
+			r.promoted = promoted
+			if nextDueMs != nil {
+				d := time.Duration(max(*nextDueMs, 0)) * time.Millisecond
+				r.nextDue = &d
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("pgqueue: promote: %w", err)
 		}
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 type runtime struct {
 	c      *Client
 	queues []*queueRun
+	byName map[string]*queueRun
 	// heartbeatEvery is the shortest HeartbeatInterval of the queues: the heartbeat's tick.
 	heartbeatEvery time.Duration
 
@@ -70,6 +71,7 @@ type queueRun struct {
 func newRuntime(c *Client, specs []*workerSpec) *runtime {
 	rt := &runtime{
 		c:           c,
+		byName:      make(map[string]*queueRun, len(specs)),
 		attempts:    make(map[ulid.ULID]*attempt),
 		wakeFetch:   make(chan struct{}, 1),
 		wakeMaint:   make(chan struct{}, 1),
@@ -93,6 +95,7 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 		q.wantClaim.Store(true)
 		q.wantPromote.Store(true)
 		rt.queues = append(rt.queues, q)
+		rt.byName[q.name] = q
 		if rt.heartbeatEvery == 0 || s.opts.HeartbeatInterval < rt.heartbeatEvery {
 			rt.heartbeatEvery = s.opts.HeartbeatInterval
 		}

@@ -1,7 +1,9 @@
--- rescue: takes back up to $2 running jobs of queue $1 whose lease ran out (their worker died,
--- froze or lost the database): available again with the lost attempt recorded in errors, or
--- failed when that was the last attempt. Wakes the queue's workers if any became available.
--- Reads pgqueue_jobs_running_idx (queue, id) WHERE status = 'running'.
+-- rescue: for each queue of $1, takes back up to $2 of its running jobs whose lease ran out
+-- (their worker died, froze or lost the database): available again with the lost attempt
+-- recorded in errors ($3: how many entries errors keeps), or failed when that was the last
+-- attempt. Wakes the workers of each queue where a job became available. Returns, per queue,
+-- how many became available and how many failed. Reads one range of pgqueue_jobs_running_idx
+-- (queue, id) WHERE status = 'running' per queue.
 WITH rescued AS (
     UPDATE pgqueue_jobs AS j
     SET status      = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'available' END,
@@ -16,18 +18,23 @@ WITH rescued AS (
         lock_token  = NULL,
         locked_by   = NULL
     WHERE j.ctid = ANY (ARRAY(
-              SELECT ctid
-              FROM pgqueue_jobs
-              WHERE queue = $1 AND status = 'running' AND lock_until < now()
-              LIMIT $2
-              FOR UPDATE SKIP LOCKED))
-      AND j.queue = $1
-    RETURNING j.status
+              SELECT c.ctid
+              FROM unnest($1::text[]) AS x(queue),
+                   LATERAL (SELECT ctid
+                            FROM pgqueue_jobs
+                            WHERE queue = x.queue AND status = 'running' AND lock_until < now()
+                            LIMIT $2
+                            FOR UPDATE SKIP LOCKED) AS c))
+    RETURNING j.queue, j.status
+), counted AS (
+    SELECT x.queue,
+           count(*) FILTER (WHERE r.status = 'available') AS available,
+           count(*) FILTER (WHERE r.status = 'failed') AS failed
+    FROM unnest($1::text[]) AS x(queue)
+    LEFT JOIN rescued AS r ON r.queue = x.queue
+    GROUP BY x.queue
 ), notified AS (
-    SELECT pgqueue_notify('a ' || $1)
-    WHERE EXISTS (SELECT 1 FROM rescued WHERE status = 'available')
+    SELECT pgqueue_notify('a ' || queue) FROM counted WHERE available > 0
 )
-SELECT count(*) FILTER (WHERE status = 'available'),
-       count(*) FILTER (WHERE status = 'failed'),
-       (SELECT count(*) FROM notified)
-FROM rescued
+SELECT c.queue, c.available, c.failed, (SELECT count(*) FROM notified)
+FROM counted AS c
