@@ -307,35 +307,19 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 		return nil, nil
 	}
 
-	status := StatusAvailable
+	status, runAt, err := scheduleMany(ctx, tx, p)
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: enqueue many to %s: %w", q.name, err)
+	}
 	columns := []string{"id", "queue", "priority", "payload", "max_attempts", "retry_delay",
 		"repeat_remaining", "repeat_every"}
-	var runAt time.Time
-	if p.runAt != nil || p.delayUs > 0 {
-		// Decide between scheduled and available by the database clock, as Enqueue does.
-		var now time.Time
-		if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
-			return nil, fmt.Errorf("pgqueue: enqueue many to %s: %w", q.name, err)
-		}
-		runAt = now.Add(time.Duration(p.delayUs) * time.Microsecond)
-		if p.runAt != nil {
-			runAt = *p.runAt
-		}
-		if runAt.After(now) {
-			status = StatusScheduled
-		}
+	scheduled := !runAt.IsZero()
+	if scheduled {
 		columns = append(columns, "run_at", "status")
 	}
-	interval := func(us *int64) pgtype.Interval {
-		if us == nil {
-			return pgtype.Interval{}
-		}
-		return pgtype.Interval{Microseconds: *us, Valid: true}
-	}
-	retryDelay, repeatEvery := interval(p.retryDelay), interval(p.repeatEvery)
+	retryDelay, repeatEvery := intervalOf(p.retryDelay), intervalOf(p.repeatEvery)
 
 	ids := q.c.ids.next(len(payloads))
-	scheduled := len(columns) > 8
 	rows := pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
 		row := []any{[16]byte(ids[i]), q.name, p.priority, bodies[i], p.maxAttempts, retryDelay,
 			p.repeatCount, repeatEvery}
@@ -351,4 +335,32 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 		return nil, fmt.Errorf("pgqueue: enqueue many to %s: notify: %w", q.name, err)
 	}
 	return ids, nil
+}
+
+// scheduleMany decides, by the database clock as Enqueue does, whether EnqueueMany's jobs are
+// scheduled or available, and their run_at; a zero run_at leaves the column's default (now).
+func scheduleMany(ctx context.Context, tx pgx.Tx, p enqueueParams) (Status, time.Time, error) {
+	if p.runAt == nil && p.delayUs == 0 {
+		return StatusAvailable, time.Time{}, nil
+	}
+	var now time.Time
+	if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
+		return "", time.Time{}, err
+	}
+	runAt := now.Add(time.Duration(p.delayUs) * time.Microsecond)
+	if p.runAt != nil {
+		runAt = *p.runAt
+	}
+	if runAt.After(now) {
+		return StatusScheduled, runAt, nil
+	}
+	return StatusAvailable, runAt, nil
+}
+
+// intervalOf returns µs as an interval; NULL for nil.
+func intervalOf(us *int64) pgtype.Interval {
+	if us == nil {
+		return pgtype.Interval{}
+	}
+	return pgtype.Interval{Microseconds: *us, Valid: true}
 }
