@@ -13,12 +13,9 @@ UPDATE pgqueue_jobs AS j
 SET status       = 'running',
     attempt      = j.attempt + 1,
     lock_token   = gen_random_uuid(),
-    lock_until   = now() + w.lock_ms * interval '1 millisecond',
+    lock_until   = now() + ($3::bigint[])[array_position($1::text[], j.queue)] * interval '1 millisecond',
     locked_by    = $4,
     attempted_at = now()
-FROM (SELECT u.queue, u.lock_ms, coalesce(q.watched_until > now(), false) AS watched
-      FROM unnest($1::text[], $3::bigint[]) AS u(queue, lock_ms)
-      LEFT JOIN pgqueue_queues AS q ON q.name = u.queue) AS w
 WHERE j.ctid = ANY (ARRAY(
           SELECT c.ctid
           FROM unnest($1::text[], $2::int[]) AS x(queue, n),
@@ -29,7 +26,7 @@ WHERE j.ctid = ANY (ARRAY(
                         ORDER BY -a.priority, a.id
                         LIMIT x.n
                         FOR UPDATE SKIP LOCKED) AS c))
-  AND j.queue = w.queue
 RETURNING j.queue, j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
           j.payload, j.errors, j.unique_key, j.repeat_remaining,
-          (extract(epoch FROM j.repeat_every) * 1e6)::bigint, w.watched
+          (extract(epoch FROM j.repeat_every) * 1e6)::bigint,
+          EXISTS (SELECT 1 FROM pgqueue_queues AS q WHERE q.name = j.queue AND q.watched_until > now())
