@@ -9,31 +9,6 @@ import (
 	"time"
 )
 
-// runWorkers serves workers with one Client.Run until the test ends (or the returned stop is
-// called) and checks that Run returned nil.
-func runWorkers(t testing.TB, c *Client, workers ...AnyWorker) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, workers...) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(time.Minute):
-				t.Errorf("Run did not return within a minute of its context ending")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 func TestClientRunChecksItsWorkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
