@@ -20,6 +20,10 @@ type claimWant struct {
 func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 	failures := 0
 	for ctx.Err() == nil {
+		if rt.fewSlotsFree() {
+			// Handlers are returning: give the others a moment to, and claim one batch for all.
+			sleepCtx(ctx, gatherFor)
+		}
 		wants := rt.wantedClaims()
 		if len(wants) == 0 {
 			rt.reportDrained()
@@ -59,6 +63,33 @@ func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 		}
 		rt.reportDrained()
 	}
+}
+
+// gatherFor is how long the claim loop waits for more slots to free when a queue that wants a
+// claim has few free and handlers still running: slots freed one by one would otherwise be
+// refilled one claim each.
+const gatherFor = 500 * time.Microsecond
+
+// fewSlotsFree reports whether every queue that wants a claim and has a free slot has less than
+// half its slots free and handlers running.
+func (rt *runtime) fewSlotsFree() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	few := false
+	for _, q := range rt.queues {
+		if !q.wantClaim.Load() {
+			continue
+		}
+		free := min(q.opts.Concurrency-q.busy, 2*q.opts.Concurrency-q.held)
+		switch {
+		case free <= 0:
+		case 2*free >= q.opts.Concurrency || q.busy == 0:
+			return false
+		default:
+			few = true
+		}
+	}
+	return few
 }
 
 // wantedClaims returns the queues that want a claim and have free slots, taking their wish.
