@@ -14,7 +14,8 @@ import (
 //
 //	running ──CompleteTx──▶ inTx ──statement failed or matched nothing──▶ running
 //	running, inTx ──handler returned, or given up──▶ finishing ──settled──▶ (forgotten)
-//	running, inTx ──lock lost, cancelled, stuck at shutdown──▶ abandoned (forgotten)
+//	running, inTx ──lock lost, or cancelled──▶ abandoned (forgotten)
+//	running, inTx ──still running after shutdown──▶ abandoned, its job handed back (then forgotten)
 type attemptState int
 
 const (
