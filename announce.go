@@ -14,16 +14,20 @@ type announcements map[string]map[byte][]ulid.ULID
 
 // add notes that a's job is to be announced with kind, if its queue was watched.
 func (n *announcements) add(a *attempt, kind byte) {
-	if !a.watched {
-		return
+	if a.watched {
+		n.addID(a.q.name, kind, a.id)
 	}
+}
+
+// addID notes that job id of queue is to be announced with kind.
+func (n *announcements) addID(queue string, kind byte, id ulid.ULID) {
 	if *n == nil {
 		*n = announcements{}
 	}
-	if (*n)[a.q.name] == nil {
-		(*n)[a.q.name] = map[byte][]ulid.ULID{}
+	if (*n)[queue] == nil {
+		(*n)[queue] = map[byte][]ulid.ULID{}
 	}
-	(*n)[a.q.name][kind] = append((*n)[a.q.name][kind], a.id)
+	(*n)[queue][kind] = append((*n)[queue][kind], id)
 }
 
 // announce sends the noted announcements in one round trip; each statement sends nothing if
@@ -52,7 +56,7 @@ func (rt *runtime) announceStarts(ctx context.Context, wants []claimWant, claime
 	for i, w := range wants {
 		for _, r := range claimed[i] {
 			if r.watched {
-				n.add(&attempt{q: w.q, id: r.id, watched: true}, msgStarted)
+				n.addID(w.q.name, msgStarted, r.id)
 			}
 		}
 	}

@@ -208,13 +208,13 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 // results, as a job whose lock was lost.
 func readSettled(br pgx.BatchResults, a *settleArgs) (map[ulid.ULID]settled, error) {
 	results := make(map[ulid.ULID]settled)
-	completed := func(what string) error {
+	completed := func(what string, repeating bool) error {
 		rows, _ := br.Query()
 		var id ulid.ULID
 		var next *[16]byte
 		dst := []any{(*[16]byte)(&id)}
-		if what == "complete repeating" {
-			dst = append(dst, &next)
+		if repeating {
+			dst = append(dst, &next) // the id of the next run
 		}
 		_, err := pgx.ForEachRow(rows, dst, func() error {
 			r := settled{status: StatusCompleted}
@@ -233,9 +233,9 @@ func readSettled(br pgx.BatchResults, a *settleArgs) (map[ulid.ULID]settled, err
 		n    int
 		read func() error
 	}{
-		{len(a.doneIDs), func() error { return completed("complete") }},
-		{len(a.keptIDs), func() error { return completed("complete") }},
-		{len(a.repeatIDs), func() error { return completed("complete repeating") }},
+		{len(a.doneIDs), func() error { return completed("complete", false) }},
+		{len(a.keptIDs), func() error { return completed("complete", false) }},
+		{len(a.repeatIDs), func() error { return completed("complete repeating", true) }},
 		{len(a.failIDs), func() error { return collectMoved(br, results, "fail") }},
 		{len(a.backIDs), func() error { return collectMoved(br, results, "requeue") }},
 		{len(a.inTxIDs), func() error { return collectInTx(br, a.inTxIDs, results) }},

@@ -80,9 +80,8 @@ func (rt *runtime) fewSlotsFree() bool {
 		if !q.wantClaim.Load() {
 			continue
 		}
-		free := min(q.opts.Concurrency-q.busy, 2*q.opts.Concurrency-q.held)
-		switch {
-		case free <= 0:
+		switch free := q.free(); {
+		case free == 0:
 		case 2*free >= q.opts.Concurrency || q.busy == 0:
 			return false
 		default:

@@ -31,8 +31,8 @@ func (rt *runtime) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-// beat is what one heartbeat sends: attempts and, in the same order, the columns of the
-// statement.
+// beat is what one heartbeat sends: attempts in id order and, in the same order, the columns of
+// the statement.
 type beat struct {
 	attempts      []*attempt
 	ids, tokens   [][16]byte
@@ -40,42 +40,40 @@ type beat struct {
 	firstLeaseEnd time.Time
 }
 
-func (b *beat) add(a *attempt) {
-	b.attempts = append(b.attempts, a)
-	b.ids, b.tokens = append(b.ids, a.id), append(b.tokens, a.token)
-	b.leaseMs = append(b.leaseMs, a.q.opts.LockDuration.Milliseconds())
-	if b.firstLeaseEnd.IsZero() || a.leaseEnd.Before(b.firstLeaseEnd) {
-		b.firstLeaseEnd = a.leaseEnd
-	}
-}
-
-// dueBeats returns, in id order, the running attempts to extend now (all, or those whose
-// queue's HeartbeatInterval has passed since their lease was last set, give or take a tick),
-// and apart the attempts completed in their handler's transaction.
-func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {
-	rt.mu.Lock()
-	for _, a := range rt.attempts {
-		o := a.q.opts
-		due := a.leaseEnd.Add(o.HeartbeatInterval - o.LockDuration - rt.heartbeatEvery/2)
-		switch {
-		case a.state == attemptInTx:
-			inTx.add(a)
-		case a.state == attemptRunning && (all || !now.Before(due)):
-			running.add(a)
+// newBeat sorts attempts by id and makes their beat. Rows are locked in id order, as the
+// completer locks them, so that a job finishing while the heartbeat is under way cannot make the
+// two statements deadlock. The caller holds rt.mu (leaseEnd).
+func newBeat(attempts []*attempt) beat {
+	slices.SortFunc(attempts, func(x, y *attempt) int { return x.id.Compare(y.id) })
+	b := beat{attempts: attempts, ids: make([][16]byte, len(attempts)), tokens: make([][16]byte, len(attempts)),
+		leaseMs: make([]int64, len(attempts))}
+	for i, a := range attempts {
+		b.ids[i], b.tokens[i], b.leaseMs[i] = a.id, a.token, a.q.opts.LockDuration.Milliseconds()
+		if b.firstLeaseEnd.IsZero() || a.leaseEnd.Before(b.firstLeaseEnd) {
+			b.firstLeaseEnd = a.leaseEnd
 		}
 	}
-	rt.mu.Unlock()
-	// Rows are locked in id order, as the completer locks them, so that a job finishing while
-	// the heartbeat is under way cannot make the two statements deadlock.
-	sortBeat(&running)
-	return running, inTx
+	return b
 }
 
-func sortBeat(b *beat) {
-	slices.SortFunc(b.attempts, func(x, y *attempt) int { return x.id.Compare(y.id) })
-	for i, a := range b.attempts {
-		b.ids[i], b.tokens[i], b.leaseMs[i] = a.id, a.token, a.q.opts.LockDuration.Milliseconds()
+// dueBeats returns the running attempts to extend now (all, or those whose queue's
+// HeartbeatInterval has passed since their lease was last set, give or take a tick), and apart
+// the attempts completed in their handler's transaction.
+func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var due, tx []*attempt
+	for _, a := range rt.attempts {
+		o := a.q.opts
+		dueAt := a.leaseEnd.Add(o.HeartbeatInterval - o.LockDuration - rt.heartbeatEvery/2)
+		switch {
+		case a.state == attemptInTx:
+			tx = append(tx, a)
+		case a.state == attemptRunning && (all || !now.Before(dueAt)):
+			due = append(due, a)
+		}
 	}
+	return newBeat(due), newBeat(tx)
 }
 
 // heartbeat extends, in one statement, the lease of every running attempt due for it. An

@@ -151,6 +151,11 @@ func (rt *runtime) closeEvents() {
 func (rt *runtime) freeSlots(q *queueRun) int {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	return q.free()
+}
+
+// free is freeSlots with rt.mu held.
+func (q *queueRun) free() int {
 	return max(0, min(q.opts.Concurrency-q.busy, 2*q.opts.Concurrency-q.held))
 }
 
