@@ -4,23 +4,25 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	"pgregory.net/rapid"
 )
 
 // The model-based test drives a queue through random sequences of operations and, after every
 // step, compares what the public API reports (Jobs, Job, Stats) with a small in-memory model of
-// the queue. rapid generates the sequences and, on failure, shrinks them to a minimal one.
+// the queue. A seeded generator (seqT, below) draws the sequences; a failure prints the seed and
+// the steps so far, and PGQUEUE_MODEL_SEED=<seed> replays that sequence alone.
 //
 // Workers run one job per "work" step, deterministically: a worker of concurrency 1 is started,
 // its handler hands the claimed job to the test, the worker's context is ended (so it claims
@@ -92,14 +94,17 @@ type handedJob struct {
 
 var modelQueues atomic.Int64
 
-// modelChecksDefault is how many sequences TestModel runs unless -rapid.checks or RAPID_CHECKS
-// asks for another number: every step costs a few round trips, and a work step starts and
-// stops a worker, so rapid's default of 100 would take most of a minute.
-const modelChecksDefault = 25
+// modelSequencesDefault is how many sequences TestModel runs unless PGQUEUE_MODEL_SEQUENCES asks
+// for another number: every step costs a few round trips, and a work step starts and stops a
+// worker, so 100 sequences take most of a minute.
+const modelSequencesDefault = 25
+
+// modelStepsAverage is the average number of operations of a sequence; each sequence has
+// between 1 and 2·modelStepsAverage-1.
+const modelStepsAverage = 24
 
 func TestModel(t *testing.T) {
 	t.Parallel()
-	setModelChecks()
 	b := setup(t)
 	client, err := NewClient(b.pool, &Config{
 		Logger:    slog.New(slog.DiscardHandler),
@@ -111,28 +116,28 @@ func TestModel(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 
 	var checks, steps atomic.Int64
-	rapid.Check(t, func(rt *rapid.T) {
+	runSequences(t, func(rt *seqT) {
 		checks.Add(1)
 		ctx := context.Background()
 		q := newQueue[int](t, client, fmt.Sprintf("model-%d", modelQueues.Add(1)))
 		m := &queueModel{jobs: map[ulid.ULID]*modelJob{}}
 
 		// pick draws an id the queue has known, or an unknown one now and then.
-		pick := func(rt *rapid.T) (ulid.ULID, *modelJob) {
-			if len(m.known) == 0 || rapid.IntRange(0, 9).Draw(rt, "unknown") == 0 {
+		pick := func(rt *seqT) (ulid.ULID, *modelJob) {
+			if len(m.known) == 0 || drawInt(rt, "unknown", 0, 9) == 0 {
 				return client.ids.next(1)[0], nil
 			}
-			id := rapid.SampledFrom(m.known).Draw(rt, "id")
+			id := draw(rt, "id", m.known...)
 			return id, m.jobs[id]
 		}
 
-		rt.Repeat(map[string]func(*rapid.T){
-			"enqueue": func(rt *rapid.T) {
+		rt.repeat(map[string]func(*seqT){
+			"enqueue": func(rt *seqT) {
 				opts := &EnqueueOptions{
-					Priority:    rapid.SampledFrom([]int{-1, 0, 5}).Draw(rt, "priority"),
-					Delay:       rapid.SampledFrom([]time.Duration{0, time.Hour, 2 * time.Hour}).Draw(rt, "delay"),
-					MaxAttempts: rapid.IntRange(1, 3).Draw(rt, "maxAttempts"),
-					UniqueKey:   rapid.SampledFrom([]string{"", "", "k1", "k2"}).Draw(rt, "key"),
+					Priority:    draw(rt, "priority", -1, 0, 5),
+					Delay:       draw(rt, "delay", 0, time.Hour, 2*time.Hour),
+					MaxAttempts: drawInt(rt, "maxAttempts", 1, 3),
+					UniqueKey:   draw(rt, "key", "", "", "k1", "k2"),
 					RetryDelay:  time.Hour,
 				}
 				m.payload++
@@ -162,12 +167,12 @@ func TestModel(t *testing.T) {
 				m.jobs[j.id] = j
 				m.known = append(m.known, j.id)
 			},
-			"enqueueMany": func(rt *rapid.T) {
-				n := rapid.IntRange(1, 3).Draw(rt, "n")
+			"enqueueMany": func(rt *seqT) {
+				n := drawInt(rt, "n", 1, 3)
 				opts := &EnqueueOptions{
-					Priority:    rapid.SampledFrom([]int{-1, 0, 5}).Draw(rt, "priority"),
-					Delay:       rapid.SampledFrom([]time.Duration{0, time.Hour}).Draw(rt, "delay"),
-					MaxAttempts: rapid.IntRange(1, 3).Draw(rt, "maxAttempts"),
+					Priority:    draw(rt, "priority", -1, 0, 5),
+					Delay:       draw(rt, "delay", 0, time.Hour),
+					MaxAttempts: drawInt(rt, "maxAttempts", 1, 3),
 					RetryDelay:  time.Hour,
 				}
 				payloads := make([]int, n)
@@ -189,24 +194,24 @@ func TestModel(t *testing.T) {
 					m.known = append(m.known, id)
 				}
 			},
-			"work": func(rt *rapid.T) {
-				outcome := rapid.SampledFrom([]string{"complete", "fail", "permanent", "snooze0", "snooze1h", "shutdown",
-					"cancel", "deleteCancel"}).Draw(rt, "outcome")
+			"work": func(rt *seqT) {
+				outcome := draw(rt, "outcome", "complete", "fail", "permanent", "snooze0", "snooze1h", "shutdown",
+					"cancel", "deleteCancel")
 				modelWork(rt, q, m, outcome)
 			},
-			"pause": func(rt *rapid.T) {
+			"pause": func(rt *seqT) {
 				if err := q.Pause(ctx); err != nil {
 					rt.Fatalf("Pause: %v", err)
 				}
 				m.paused = true
 			},
-			"resume": func(rt *rapid.T) {
+			"resume": func(rt *seqT) {
 				if err := q.Resume(ctx); err != nil {
 					rt.Fatalf("Resume: %v", err)
 				}
 				m.paused = false
 			},
-			"cancel": func(rt *rapid.T) {
+			"cancel": func(rt *seqT) {
 				id, j := pick(rt)
 				err := q.Cancel(ctx, id)
 				var want error
@@ -220,7 +225,7 @@ func TestModel(t *testing.T) {
 				}
 				checkErr(rt, "Cancel", err, want)
 			},
-			"retry": func(rt *rapid.T) {
+			"retry": func(rt *seqT) {
 				id, j := pick(rt)
 				err := q.Retry(ctx, id)
 				var want error
@@ -238,7 +243,7 @@ func TestModel(t *testing.T) {
 				}
 				checkErr(rt, "Retry", err, want)
 			},
-			"delete": func(rt *rapid.T) {
+			"delete": func(rt *seqT) {
 				id, j := pick(rt)
 				err := q.Delete(ctx, id, nil)
 				var want error
@@ -248,7 +253,7 @@ func TestModel(t *testing.T) {
 				delete(m.jobs, id)
 				checkErr(rt, "Delete", err, want)
 			},
-			"deleteWaiting": func(rt *rapid.T) {
+			"deleteWaiting": func(rt *seqT) {
 				n, err := q.DeleteWaiting(ctx)
 				if err != nil {
 					rt.Fatalf("DeleteWaiting: %v", err)
@@ -264,7 +269,7 @@ func TestModel(t *testing.T) {
 					rt.Fatalf("DeleteWaiting deleted %d, want %d", n, want)
 				}
 			},
-			"": func(rt *rapid.T) {
+			"": func(rt *seqT) {
 				steps.Add(1)
 				checkModel(rt, q, m)
 			},
@@ -273,20 +278,7 @@ func TestModel(t *testing.T) {
 	t.Logf("%d checks, %d steps (each step followed by a comparison of the queue with the model)", checks.Load(), steps.Load())
 }
 
-// setModelChecks lowers rapid's number of checks to modelChecksDefault unless it was chosen on the
-// command line or in the environment.
-func setModelChecks() {
-	if os.Getenv("RAPID_CHECKS") != "" {
-		return
-	}
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if !set {
-		_ = flag.Set("rapid.checks", strconv.Itoa(modelChecksDefault))
-	}
-}
-
-func checkErr(rt *rapid.T, op string, err, want error) {
+func checkErr(rt *seqT, op string, err, want error) {
 	rt.Helper()
 	if want == nil && err != nil || want != nil && !errors.Is(err, want) {
 		rt.Fatalf("%s = %v, want %v", op, err, want)
@@ -295,7 +287,7 @@ func checkErr(rt *rapid.T, op string, err, want error) {
 
 // modelWork runs one job of q, if the model says one is runnable, with a handler that ends as
 // outcome says, and checks the worker's events against the model.
-func modelWork(rt *rapid.T, q *Queue[int], m *queueModel, outcome string) {
+func modelWork(rt *seqT, q *Queue[int], m *queueModel, outcome string) {
 	rt.Helper()
 	handed := make(chan handedJob)
 	evs := newEvents()
@@ -450,7 +442,7 @@ wait:
 // checkModel compares the queue, read through the public API, with the model: the listing of
 // every job (running ones, then waiting ones in run order, with their places), a look-up of a few
 // jobs (deleted ones included), and the counts.
-func checkModel(rt *rapid.T, q *Queue[int], m *queueModel) {
+func checkModel(rt *seqT, q *Queue[int], m *queueModel) {
 	rt.Helper()
 	ctx := context.Background()
 
@@ -498,7 +490,7 @@ func checkModel(rt *rapid.T, q *Queue[int], m *queueModel) {
 	}
 
 	for range min(2, len(m.known)) {
-		id := rapid.SampledFrom(m.known).Draw(rt, "lookup")
+		id := draw(rt, "lookup", m.known...)
 		j := m.jobs[id]
 		e, err := q.Job(ctx, id)
 		if j == nil {
@@ -555,4 +547,146 @@ func describeJob(j *modelJob, place map[ulid.ULID]int) string {
 		p = -1
 	}
 	return describeEntry(j.id, j.status, p, j.attempt, j.priority, j.payload, j.maxAttempts, j.key)
+}
+
+// seqT drives one sequence of the model test: it draws every choice from a generator seeded with
+// seed, so that the seed alone replays the sequence, and keeps the steps and their draws for the
+// report of a failure. Fatalf ends the sequence.
+type seqT struct {
+	seed    uint64
+	rng     *rand.Rand
+	steps   []string // one line per step: its action and draws
+	failure string
+}
+
+// seqFailed is what Fatalf panics with, to end a sequence from any depth of the test goroutine.
+type seqFailed struct{}
+
+func newSeqT(seed uint64) *seqT {
+	return &seqT{seed: seed, rng: rand.New(rand.NewPCG(seed, seed)), steps: []string{"check"}}
+}
+
+// Helper is there so that the model's functions read as test helpers.
+func (s *seqT) Helper() {}
+
+// Fatalf records the failure and ends the sequence.
+func (s *seqT) Fatalf(format string, args ...any) {
+	s.failure = fmt.Sprintf(format, args...)
+	panic(seqFailed{})
+}
+
+// note adds a draw to the current step.
+func (s *seqT) note(name string, v any) {
+	s.steps[len(s.steps)-1] += fmt.Sprintf(" %s=%v", name, v)
+}
+
+// draw returns one of options, chosen at random.
+func draw[V any](s *seqT, name string, options ...V) V {
+	v := options[s.rng.IntN(len(options))]
+	s.note(name, v)
+	return v
+}
+
+// drawInt returns an int in [lo, hi], chosen at random.
+func drawInt(s *seqT, name string, lo, hi int) int {
+	v := lo + s.rng.IntN(hi-lo+1)
+	s.note(name, v)
+	return v
+}
+
+// repeat runs the check actions[""] once, then a random number of steps (1 to
+// 2·modelStepsAverage-1), each a random one of the other actions followed by the check.
+func (s *seqT) repeat(actions map[string]func(*seqT)) {
+	check := actions[""]
+	var names []string
+	for name := range actions {
+		if name != "" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	check(s)
+	for range 1 + s.rng.IntN(2*modelStepsAverage-1) {
+		name := names[s.rng.IntN(len(names))]
+		s.steps = append(s.steps, name)
+		actions[name](s)
+		s.steps = append(s.steps, "check")
+		check(s)
+	}
+}
+
+// runSequences runs sequence with PGQUEUE_MODEL_SEQUENCES seeds (default modelSequencesDefault),
+// drawn at random, or with the one seed PGQUEUE_MODEL_SEED names. A failure reports the seed,
+// the steps up to the failing one, and how to replay it.
+func runSequences(t *testing.T, sequence func(*seqT)) {
+	t.Helper()
+	var seeds []uint64
+	if v := os.Getenv("PGQUEUE_MODEL_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("PGQUEUE_MODEL_SEED=%q: %v", v, err)
+		}
+		seeds = append(seeds, seed)
+	} else {
+		n := modelSequencesDefault
+		if v := os.Getenv("PGQUEUE_MODEL_SEQUENCES"); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 1 {
+				t.Fatalf("PGQUEUE_MODEL_SEQUENCES=%q: want a positive number", v)
+			}
+		}
+		for range n {
+			seeds = append(seeds, rand.Uint64())
+		}
+	}
+	for _, seed := range seeds {
+		if s := runSequence(seed, sequence); s != nil {
+			t.Fatalf("sequence of seed %d failed: %s\nits steps (the last one failed):\n  %s\nreplay it with PGQUEUE_MODEL_SEED=%d go test -count=1 -run 'TestModel$' -v .",
+				seed, s.failure, strings.Join(s.steps, "\n  "), seed)
+		}
+	}
+}
+
+// runSequence runs one sequence; it returns its seqT if the sequence failed, nil if it passed.
+func runSequence(seed uint64, sequence func(*seqT)) (failed *seqT) {
+	s := newSeqT(seed)
+	defer func() {
+		if v := recover(); v != nil {
+			if _, ok := v.(seqFailed); !ok {
+				s.failure = fmt.Sprintf("panic: %v\n%s", v, debug.Stack())
+			}
+			failed = s
+		}
+	}()
+	sequence(s)
+	return nil
+}
+
+// TestModelDriverReplays checks that a seed replays its sequence, draws and failure included.
+func TestModelDriverReplays(t *testing.T) {
+	t.Parallel()
+	sequence := func(s *seqT) {
+		n := 0
+		s.repeat(map[string]func(*seqT){
+			"a": func(s *seqT) { n += drawInt(s, "x", 0, 9) },
+			"b": func(s *seqT) { n += draw(s, "y", 1, 2) },
+			"": func(s *seqT) {
+				if n > 20 {
+					s.Fatalf("n = %d", n)
+				}
+			},
+		})
+	}
+	for seed := range uint64(20) {
+		first, again := runSequence(seed, sequence), runSequence(seed, sequence)
+		if (first == nil) != (again == nil) {
+			t.Fatalf("seed %d: failed once, passed once", seed)
+		}
+		if first != nil && (first.failure != again.failure || !slices.Equal(first.steps, again.steps)) {
+			t.Fatalf("seed %d: two runs differ:\n%s %q\n%s %q", seed, first.failure, first.steps, again.failure, again.steps)
+		}
+		if first != nil && !strings.HasPrefix(first.steps[len(first.steps)-1], "check") {
+			t.Fatalf("seed %d: the failing step is %q, want the check", seed, first.steps[len(first.steps)-1])
+		}
+	}
 }

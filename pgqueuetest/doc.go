@@ -1,0 +1,29 @@
+// Package pgqueuetest helps the tests of applications that use pgqueue: a PostgreSQL for the
+// tests (from the environment, or a container started with testcontainers-go), a schema of each
+// test's own with pgqueue migrated into it, assertions on enqueued jobs, and jobs worked
+// synchronously, in the test's goroutine.
+//
+// It is a module of its own, so that testcontainers-go and Docker's client stay out of the
+// module graph of applications that import pgqueue alone.
+//
+//	func TestMain(m *testing.M) {
+//		srv, err := pgqueuetest.Start(context.Background())
+//		if err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			os.Exit(1)
+//		}
+//		databaseURL = srv.URL()
+//		code := m.Run()
+//		srv.Close()
+//		os.Exit(code)
+//	}
+//
+//	func TestSignup(t *testing.T) {
+//		db := pgqueuetest.NewDB(t, databaseURL, nil)
+//		emails := must(pgqueue.NewQueue[Email](db.Client, "emails"))
+//		signup(t.Context(), db.Pool, emails, "ada@example.com")
+//		pgqueuetest.RequireEnqueued(t, db.Pool, emails, func(e Email) bool { return e.To == "ada@example.com" })
+//		worker := must(emails.NewWorker(sendEmail, nil))
+//		pgqueuetest.WorkUntilEmpty(t, worker)
+//	}
+package pgqueuetest

@@ -1,0 +1,105 @@
+package pgqueuetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// Querier is what the assertions read jobs through: a *pgxpool.Pool, a *pgx.Conn, or a pgx.Tx,
+// whose own uncommitted enqueues it then sees.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// waitingJobsSQL reads the waiting (scheduled or available) jobs of a queue, oldest first. It
+// reads pgqueue_jobs in the first schema of the connection's search_path, as pgqueue does.
+const waitingJobsSQL = `SELECT id, status, priority, attempt, max_attempts, run_at, created_at, payload, unique_key
+FROM pgqueue_jobs
+WHERE queue = $1 AND status IN ('scheduled', 'available')
+ORDER BY id`
+
+// RequireEnqueued fails the test unless a job of q is waiting (scheduled or available) whose
+// payload match accepts (a nil match accepts any), and returns the jobs it accepts, oldest
+// first. It reads through db: pass the transaction an enqueue used (EnqueueTx) to see the job
+// before that transaction commits, or the pool to see committed jobs only. A payload that does
+// not decode into T fails the test. On failure the message lists the queue's waiting jobs.
+func RequireEnqueued[T any](t testing.TB, db Querier, q *pgqueue.Queue[T], match func(T) bool) []*pgqueue.Job[T] {
+	t.Helper()
+	all := waitingJobs(t, db, q)
+	matched := matching(all, match)
+	if len(matched) == 0 {
+		t.Fatalf("pgqueuetest: no waiting job of queue %s matches; %s", q.Name(), describeJobs(all))
+	}
+	return matched
+}
+
+// RequireNotEnqueued fails the test if a job of q is waiting (scheduled or available) whose
+// payload match accepts (a nil match accepts any). It reads through db, as RequireEnqueued does.
+func RequireNotEnqueued[T any](t testing.TB, db Querier, q *pgqueue.Queue[T], match func(T) bool) {
+	t.Helper()
+	if matched := matching(waitingJobs(t, db, q), match); len(matched) > 0 {
+		t.Fatalf("pgqueuetest: %d waiting jobs of queue %s match, want none; %s", len(matched), q.Name(), describeJobs(matched))
+	}
+}
+
+// waitingJobs reads the waiting jobs of q through db, failing the test on an error.
+func waitingJobs[T any](t testing.TB, db Querier, q *pgqueue.Queue[T]) []*pgqueue.Job[T] {
+	t.Helper()
+	rows, _ := db.Query(t.Context(), waitingJobsSQL, q.Name())
+	var id [16]byte
+	var payload []byte
+	var key *string
+	j := pgqueue.Job[T]{Queue: q.Name()}
+	var jobs []*pgqueue.Job[T]
+	_, err := pgx.ForEachRow(rows, []any{&id, &j.Status, &j.Priority, &j.Attempt, &j.MaxAttempts, &j.RunAt,
+		&j.CreatedAt, &payload, &key}, func() error {
+		job := j
+		job.ID = ulid.ULID(id)
+		if key != nil {
+			job.UniqueKey = *key
+		}
+		if err := json.Unmarshal(payload, &job.Payload); err != nil {
+			return fmt.Errorf("the payload of job %s does not decode into %T: %w", job.ID, job.Payload, err)
+		}
+		jobs = append(jobs, &job)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("pgqueuetest: read the waiting jobs of queue %s: %v", q.Name(), err)
+	}
+	return jobs
+}
+
+func matching[T any](jobs []*pgqueue.Job[T], match func(T) bool) []*pgqueue.Job[T] {
+	var matched []*pgqueue.Job[T]
+	for _, j := range jobs {
+		if match == nil || match(j.Payload) {
+			matched = append(matched, j)
+		}
+	}
+	return matched
+}
+
+// describeJobs lists jobs for a failure message, payloads as JSON.
+func describeJobs[T any](jobs []*pgqueue.Job[T]) string {
+	if len(jobs) == 0 {
+		return "the queue has no waiting job"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "waiting jobs (%d):", len(jobs))
+	for _, j := range jobs {
+		payload, _ := json.Marshal(j.Payload)
+		fmt.Fprintf(&b, "\n  %s %s priority=%d run_at=%s payload=%s", j.ID, j.Status, j.Priority,
+			j.RunAt.UTC().Format(time.RFC3339), payload)
+	}
+	return b.String()
+}

@@ -1,0 +1,214 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// WorkResult is what became of the job that Worker.WorkOne ran.
+type WorkResult struct {
+	// JobID is the job that ran.
+	JobID ulid.ULID
+	// Attempt is the attempt that ran, counted from 1.
+	Attempt int
+	// Kind is the event the worker reported for the attempt, as OnEvent receives it:
+	// EventCompleted, EventRetrying, EventFailed, EventSnoozed, EventCancelled or EventLockLost.
+	// It is empty for a job handed back to the queue because WorkOne's context ended.
+	Kind EventKind
+	// Err is the attempt's error as recorded on the job (EventRetrying, EventFailed): what the
+	// handler returned, a *PanicError if it panicked, wrapped in ErrJobTimeout if its JobTimeout
+	// passed. For EventSnoozed it is the Snooze error. Otherwise nil.
+	Err error
+	// Status is the job's status once the outcome was saved: StatusCompleted (whether retention
+	// keeps the row or not), StatusAvailable or StatusScheduled (it runs again at RunAt: a retry,
+	// a snooze, or handed back), StatusFailed, or StatusCancelled. Empty after EventLockLost:
+	// another attempt decides the job.
+	Status Status
+	// RunAt is when the job runs again (StatusAvailable, StatusScheduled).
+	RunAt time.Time
+	// RepeatedAs is the id of the next run of a repeating job that completed; zero otherwise.
+	RepeatedAs ulid.ULID
+	// Elapsed is how long the handler ran.
+	Elapsed time.Duration
+}
+
+// WorkOne runs one job of the worker's queue, in the calling goroutine: the runnable job that
+// comes first in run order (due scheduled jobs are made runnable first). It claims the job as Run
+// does, with a lease and a fresh lock token, so the handler's Job.Update and Job.CompleteTx work
+// and fencing holds; runs the handler while heartbeats keep the lease and a cancellation of the
+// job ends the handler's context; saves the outcome as Run would (retry, back-off, snooze, failure,
+// repeat), reports the job's event to OnEvent (EventDrained excepted), and returns what became of
+// the job. It returns a nil WorkResult and a nil error when the queue has no runnable job or is
+// paused.
+//
+// WorkOne blocks until the handler has returned and its outcome is saved (and OnEvent has taken
+// the event, up to ShutdownTimeout). If ctx ends while the handler runs, the handler's context is
+// cancelled with cause ErrShutdown and the job goes back to the queue without using the attempt,
+// as at the end of Run. A database error is returned; if the outcome could not be saved, the job
+// stays running until its lease runs out, then runs again, as after a crash. WorkOne fails with
+// ErrWorkerRunning while a Run call serves the worker.
+//
+// WorkOne is for tests, scripts and one-off commands that want a job's effects before they go
+// on; a service uses Run, which runs many jobs at once and waits for more.
+func (w *Worker[T]) WorkOne(ctx context.Context) (*WorkResult, error) {
+	s, err := w.spec.c.startInline(w)
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop()
+	return s.workOne(ctx)
+}
+
+// WorkUntilEmpty runs the jobs of the worker's queue one at a time, in run order, in the calling
+// goroutine, until none is runnable, as WorkOne does for one; it returns what became of each, in
+// the order they ran. A job that runs again at once (Snooze(0), a RepeatEvery of 0) runs again
+// here; a job whose retry or snooze falls due later does not, unless it falls due before the
+// queue is empty. WorkUntilEmpty stops at the first error, returning the results so far, and
+// when ctx ends (after handing back the running job); a queue that never empties keeps it
+// running until then.
+func (w *Worker[T]) WorkUntilEmpty(ctx context.Context) ([]*WorkResult, error) {
+	s, err := w.spec.c.startInline(w)
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop()
+	var results []*WorkResult
+	for ctx.Err() == nil {
+		r, err := s.workOne(ctx)
+		if err != nil {
+			return results, err
+		}
+		if r == nil {
+			return results, nil
+		}
+		results = append(results, r)
+	}
+	return results, ctx.Err()
+}
+
+// inline serves one worker's queue with a runtime whose claim, maintenance and completion loops
+// are not started: the caller claims, runs and settles one job at a time with the runtime's own
+// steps. The runtime's listener subscription stays, so a cancellation reaches a running handler.
+type inline struct {
+	rt   *runtime
+	q    *queueRun
+	spec *workerSpec
+}
+
+// startInline marks w running, as Run does (ErrWorkerRunning if a Run serves it), and makes its
+// inline runtime.
+func (c *Client) startInline(w AnyWorker) (*inline, error) {
+	specs, err := c.claimWorkers([]AnyWorker{w})
+	if err != nil {
+		return nil, err
+	}
+	rt := newRuntime(c, specs)
+	q := rt.queues[0]
+	q.events.start()
+	q.sub = c.listener.subscribe(q.name, q.onMessage)
+	return &inline{rt: rt, q: q, spec: specs[0]}, nil
+}
+
+// stop ends what startInline started.
+func (s *inline) stop() {
+	s.q.sub.close()
+	if !s.q.events.close(s.q.opts.ShutdownTimeout) {
+		s.q.log.Error("pgqueue: OnEvent still blocks after ShutdownTimeout; WorkOne returns without it")
+	}
+	s.spec.running.Store(false)
+}
+
+// workOne makes due jobs runnable, claims the first runnable job, runs it and saves its outcome.
+func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rt, q := s.rt, s.q
+	// What Run does at start: take back expired leases, prune, promote due jobs.
+	if _, err := rt.sendUpkeep(ctx, []upkeep{{q: q, rescue: true, promote: true}}); err != nil {
+		return nil, err
+	}
+	wants := []claimWant{{q: q, limit: 1}}
+	claimed, sent, err := rt.claim(ctx, wants)
+	if err != nil {
+		return nil, err
+	}
+	if len(claimed[0]) == 0 {
+		return nil, nil
+	}
+	r := claimed[0][0]
+	rt.announceStarts(ctx, wants, claimed)
+	a, abandoned := s.run(ctx, r, sent.Add(q.opts.LockDuration))
+	if abandoned != nil {
+		res := &WorkResult{JobID: a.id, Attempt: a.attempt, Kind: EventLockLost, Elapsed: time.Since(a.started)}
+		if errors.Is(abandoned, ErrCancelled) {
+			res.Kind, res.Status = EventCancelled, StatusCancelled
+		}
+		return res, nil
+	}
+	return s.settle(ctx, rt.takeOutcomes())
+}
+
+// run runs the handler of claimed row r with the runtime's own attempt, heartbeat and outcome
+// classification, and returns the attempt and, if it was abandoned while it ran (cancelled, lock
+// lost), the cause; otherwise its outcome waits in rt.outcomes.
+func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attempt, error) {
+	rt, q := s.rt, s.q
+	hctx, a := q.newAttempt(context.WithoutCancel(ctx), r, time.Now(), leaseEnd)
+	rt.mu.Lock()
+	rt.attempts[a.id] = a
+	q.held++
+	q.busy++
+	rt.busy++
+	rt.mu.Unlock()
+	stopShutdown := context.AfterFunc(ctx, func() { a.cancel(ErrShutdown) })
+	defer stopShutdown()
+
+	bg, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	var heartbeat sync.WaitGroup
+	heartbeat.Go(func() { rt.heartbeatLoop(bg) })
+	rt.runAttempt(hctx, a, r)
+	stopHeartbeat()
+	heartbeat.Wait()
+
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if a.state == attemptAbandoned {
+		return a, context.Cause(hctx)
+	}
+	return a, nil
+}
+
+// settle saves the outcome of the attempt WorkOne ran and reports it as the completer does, then
+// describes it, reading the settled row as runtime.report does for the event.
+func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, error) {
+	rt := s.rt
+	o := batch[0]
+	results, err := rt.sendSettle(ctx, rt.buildSettle(batch))
+	if err != nil {
+		return nil, err
+	}
+	rt.applySettled(ctx, batch, results)
+	res := &WorkResult{JobID: o.a.id, Attempt: o.a.attempt, Err: o.err, Elapsed: o.elapsed}
+	r, ok := results[o.a.id]
+	switch {
+	case !ok:
+		res.Kind, res.Err = EventLockLost, nil
+	case o.kind == outcomeDone:
+		res.Kind, res.Status, res.RepeatedAs = EventCompleted, StatusCompleted, r.repeat
+	case o.kind == outcomeRequeue:
+		res.Status, res.RunAt = r.status, r.runAt
+		if o.err != nil {
+			res.Kind = EventSnoozed
+		}
+	case r.status == StatusFailed:
+		res.Kind, res.Status = EventFailed, StatusFailed
+	default:
+		res.Kind, res.Status, res.RunAt = EventRetrying, r.status, r.runAt
+	}
+	return res, nil
+}
