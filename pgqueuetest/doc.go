@@ -20,10 +20,12 @@
 //
 //	func TestSignup(t *testing.T) {
 //		db := pgqueuetest.NewDB(t, databaseURL, nil)
-//		emails := must(pgqueue.NewQueue[Email](db.Client, "emails"))
-//		signup(t.Context(), db.Pool, emails, "ada@example.com")
+//		emails, _ := pgqueue.NewQueue[Email](db.Client, "emails")
+//		signup(t.Context(), db.Pool, emails, "ada@example.com") // enqueues in its transaction
 //		pgqueuetest.RequireEnqueued(t, db.Pool, emails, func(e Email) bool { return e.To == "ada@example.com" })
-//		worker := must(emails.NewWorker(sendEmail, nil))
-//		pgqueuetest.WorkUntilEmpty(t, worker)
+//		worker, _ := emails.NewWorker(sendEmail, nil)
+//		for _, r := range pgqueuetest.WorkUntilEmpty(t, worker) { // in this goroutine, in run order
+//			if r.Kind != pgqueue.EventCompleted { t.Errorf("job %s: %s: %v", r.JobID, r.Kind, r.Err) }
+//		}
 //	}
 package pgqueuetest
