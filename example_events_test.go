@@ -40,9 +40,15 @@ func ExampleWorkerOptions_onEvent() {
 			case pgqueue.EventRetrying:
 				level = slog.LevelWarn
 			}
-			logger.Log(ctx, level, "job "+string(ev.Kind),
-				"queue", ev.Queue, "job_id", ev.JobID, "attempt", ev.Attempt, "max_attempts", ev.MaxAttempts,
-				"elapsed", ev.Elapsed, "error", ev.Err, "run_at", ev.RunAt)
+			attrs := []any{"queue", ev.Queue, "job_id", ev.JobID, "attempt", ev.Attempt,
+				"max_attempts", ev.MaxAttempts, "elapsed", ev.Elapsed}
+			if ev.Err != nil {
+				attrs = append(attrs, "error", ev.Err)
+			}
+			if !ev.RunAt.IsZero() {
+				attrs = append(attrs, "run_at", ev.RunAt)
+			}
+			logger.Log(ctx, level, "job "+string(ev.Kind), attrs...)
 		},
 	})
 	if err != nil {
