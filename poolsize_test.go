@@ -8,45 +8,61 @@ import (
 	"time"
 )
 
-// Run warns, with the figures, when the pool has fewer connections than the runtime and the
-// handler slots may use at once, and still runs the jobs; a pool large enough gets no warning.
-func TestPoolSizeWarning(t *testing.T) {
+// Run warns, with the figures, when callers of the pool keep waiting for connections: here five
+// handler slots each hold a connection for a while through a pool of three. A pool as small
+// whose handlers do not touch the database gets no warning, and both run every job.
+func TestPoolWaitWarning(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for _, c := range []struct {
-		maxConns    int32
-		concurrency int
-		warn        string
+		name   string
+		useDB  bool
+		warned bool
 	}{
-		{3, 5, "pool_max_conns=3 runtime_conns=4 concurrency=5 want_max_conns=9"},
-		{9, 5, ""},
+		{"handlers holding connections", true, true},
+		{"handlers not using the pool", false, false},
 	} {
 		var out syncBuffer
-		client, err := NewClient(newPool(t, b.schema, c.maxConns), &Config{
+		pool := newPool(t, b.schema, 3)
+		client, err := NewClient(pool, &Config{
 			Logger: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = client.Close() })
 		q := newQueue[int](t, client, "pooled")
-		ran := make(chan int, 1)
+		const jobs = 40
+		ran := make(chan int, jobs)
 		w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			if c.useDB {
+				if _, err := pool.Exec(ctx, "SELECT pg_sleep(0.05)"); err != nil {
+					return err
+				}
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
 			ran <- job.Payload
 			return nil
-		}, &WorkerOptions{Concurrency: c.concurrency, PollInterval: noPoll}))
+		}, &WorkerOptions{Concurrency: 5, PollInterval: 200 * time.Millisecond}))
 		stop := runWorkers(t, client, w)
-		if _, err := q.Enqueue(t.Context(), int(c.maxConns), nil); err != nil {
+		if _, err := q.EnqueueMany(t.Context(), make([]int, jobs), nil); err != nil {
 			t.Fatal(err)
 		}
-		receive(t, ran, 30*time.Second, "the job to run")
-		stop()
-		logs := out.String()
-		warned := strings.Contains(logs, `level=WARN msg="pgqueue: the pool may be too small for Run`)
-		if c.warn == "" && warned {
-			t.Errorf("pool of %d for Concurrency %d: warned:\n%s", c.maxConns, c.concurrency, logs)
+		for range jobs {
+			receive(t, ran, 30*time.Second, c.name+": a job to run")
 		}
-		if c.warn != "" && (!warned || !strings.Contains(logs, c.warn)) {
-			t.Errorf("pool of %d for Concurrency %d: no warning with %q:\n%s", c.maxConns, c.concurrency, c.warn, logs)
+		warning := `level=WARN msg="pgqueue: callers of the pool are waiting for connections`
+		if c.warned {
+			waitFor(t, 10*time.Second, c.name+": the pool warning", func() bool {
+				return strings.Contains(out.String(), warning)
+			})
+			if logs := out.String(); !strings.Contains(logs, "pool_max_conns=3 runtime_conns=4 concurrency=5 waited=") {
+				t.Errorf("%s: the warning lacks its figures:\n%s", c.name, logs)
+			}
+		}
+		stop()
+		if logs := out.String(); !c.warned && strings.Contains(logs, warning) {
+			t.Errorf("%s: warned:\n%s", c.name, logs)
 		}
 	}
 }

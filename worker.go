@@ -225,8 +225,8 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 // reported as EventError and retried.
 //
 // The workers must belong to c, serve distinct queues, and not be running in another Run call
-// (ErrWorkerRunning). Run logs a warning when the pool has fewer connections than RuntimeConns
-// plus the workers' Concurrency: handlers that use the pool would wait for connections.
+// (ErrWorkerRunning). Run logs a warning when callers of the pool (its own statements and the
+// handlers) keep waiting for connections: the pool is too small for the work.
 func (c *Client) Run(ctx context.Context, workers ...AnyWorker) error {
 	specs, err := c.claimWorkers(workers)
 	if err != nil {
@@ -237,7 +237,6 @@ func (c *Client) Run(ctx context.Context, workers ...AnyWorker) error {
 			s.running.Store(false)
 		}
 	}()
-	c.checkPoolSize(ctx, specs)
 	return newRuntime(c, specs).run(ctx)
 }
 
