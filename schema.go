@@ -33,8 +33,8 @@ var (
 type SchemaError struct {
 	// SearchPath is the connection's search_path.
 	SearchPath string
-	// Schema is the first schema of the search_path that exists, where pgqueue's tables are
-	// created and looked up; empty if none of its schemas exists.
+	// Schema is the first schema of the search_path that exists (and that the role may use),
+	// where pgqueue's tables are created and looked up; empty if there is none.
 	Schema string
 	// Have is the schema's pgqueue version; 0 when it has no pgqueue tables.
 	Have int64
@@ -47,7 +47,8 @@ func (e *SchemaError) Error() string {
 	const migrate = "run pgqueue.Migrate, or goose up with pgqueue's migrations in your goose directory (pgqueue.WriteGooseMigrations)"
 	switch {
 	case e.Schema == "":
-		return fmt.Sprintf("no schema of search_path %q exists: create it (CREATE SCHEMA), then %s", e.SearchPath, migrate)
+		return fmt.Sprintf("no schema of search_path %q exists (or this role may use): create it (CREATE SCHEMA), then %s",
+			e.SearchPath, migrate)
 	case e.Have == 0:
 		return fmt.Sprintf("schema %q has no pgqueue tables; this pgqueue needs schema version %d: %s", e.Schema, e.Want, migrate)
 	case e.Have < e.Want:
