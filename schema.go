@@ -47,7 +47,7 @@ func (e *SchemaError) Error() string {
 	const migrate = "run pgqueue.Migrate, or goose up with pgqueue's migrations in your goose directory (pgqueue.WriteGooseMigrations)"
 	switch {
 	case e.Schema == "":
-		return fmt.Sprintf("no schema of search_path %q exists (or this role may use): create it (CREATE SCHEMA), then %s",
+		return fmt.Sprintf("no schema of search_path %q exists, or none this role may use: create it (CREATE SCHEMA), then %s",
 			e.SearchPath, migrate)
 	case e.Have == 0:
 		return fmt.Sprintf("schema %q has no pgqueue tables; this pgqueue needs schema version %d: %s", e.Schema, e.Want, migrate)
