@@ -105,6 +105,9 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 
 // run serves the queues until ctx ends, then shuts down: see Client.Run.
 func (rt *runtime) run(ctx context.Context) error {
+	if err := rt.c.checkSchemaBeforeRun(ctx); err != nil {
+		return err
+	}
 	for _, q := range rt.queues {
 		q.events.start()
 		q.sub = rt.c.listener.subscribe(q.name, q.onMessage)
@@ -423,6 +426,7 @@ func (a *attempt) event(kind EventKind, elapsed time.Duration) Event {
 
 // reportError logs a runtime error about the queues qs and reports it to each as EventError.
 func (rt *runtime) reportError(qs []*queueRun, msg string, err error) {
+	err = explainSchemaError(err)
 	for i, q := range qs {
 		if i == 0 {
 			q.log.Error(msg, "error", err)
