@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -309,38 +310,45 @@ func (rt *runtime) applySettled(ctx context.Context, batch []outcome, results ma
 	signal(rt.wakeFetch)
 }
 
-// report emits the event of one settled outcome, wakes the runtime's loops for jobs it put back
-// in line, and notes what watchers of the queue are to hear.
+// report emits the event of one settled outcome, logs it, wakes the runtime's loops for jobs it
+// put back in line, and notes what watchers of the queue are to hear.
 func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
 	a, q := o.a, o.a.q
-	ev := Event{JobID: a.id, Attempt: a.attempt, Elapsed: o.elapsed}
+	if !ok {
+		q.log.LogAttrs(context.Background(), slog.LevelWarn,
+			"pgqueue: lost the lock of a job before its outcome was saved; the outcome is ignored", a.logAttrs()...)
+		q.events.emit(a.event(EventLockLost, o.elapsed))
+		return
+	}
+	ev := a.event("", o.elapsed)
+	elapsed := slog.Duration("elapsed", o.elapsed)
 	switch {
-	case !ok:
-		ev.Kind = EventLockLost
-		q.log.Warn("pgqueue: lost the lock of a job before its outcome was saved; the outcome is ignored",
-			"job", a.id, "attempt", a.attempt)
 	case o.kind == outcomeDone:
 		ev.Kind, ev.RepeatedAs = EventCompleted, r.repeat
 		notes.add(a, msgCompleted)
 		if r.repeat != (ulid.ULID{}) {
 			rt.wantWork(q, true, true)
+			q.logJob(a, "pgqueue: job completed", elapsed, slog.String("repeated_as", r.repeat.String()))
+		} else {
+			q.logJob(a, "pgqueue: job completed", elapsed)
 		}
 	case o.kind == outcomeRequeue && o.err == nil:
-		rt.wantWork(q, r.status == StatusAvailable, r.status == StatusScheduled)
-		return // handed back at shutdown
+		ev.Kind, ev.RunAt = EventHandedBack, r.runAt
+		q.logJob(a, "pgqueue: job handed back at shutdown, attempt not charged", elapsed)
 	case o.kind == outcomeRequeue:
 		ev.Kind, ev.RunAt = EventSnoozed, r.runAt
+		q.logJob(a, "pgqueue: job snoozed", elapsed, slog.Time("run_at", r.runAt))
 	case r.status == StatusFailed:
 		ev.Kind, ev.Err = EventFailed, o.err
 		notes.add(a, msgFailed)
-		q.log.Warn("pgqueue: job failed", "job", a.id, "attempt", a.attempt, "error", o.err)
+		q.logJob(a, "pgqueue: job failed", elapsed, slog.Any("error", o.err))
 	default:
 		ev.Kind, ev.Err, ev.RunAt = EventRetrying, o.err, r.runAt
 		notes.add(a, msgRetrying)
+		q.logJob(a, "pgqueue: job attempt failed; retrying", elapsed, slog.Any("error", o.err),
+			slog.Time("run_at", r.runAt))
 	}
-	if ok {
-		rt.wantWork(q, r.status == StatusAvailable, r.status == StatusScheduled)
-	}
+	rt.wantWork(q, r.status == StatusAvailable, r.status == StatusScheduled)
 	q.events.emit(ev)
 }
 

@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,7 +157,7 @@ func encodePayload[T any](cfg Config, queue string, payload T) ([]byte, error) {
 // Enqueue adds one job to the queue and returns it. The job is committed when Enqueue returns,
 // and idle workers of the queue are woken at once.
 func (q *Queue[T]) Enqueue(ctx context.Context, payload T, opts *EnqueueOptions) (*Job[T], error) {
-	return q.enqueue(ctx, q.c.pool, true, payload, opts)
+	return q.enqueue(ctx, pgxConn{q.c.pool}, true, payload, opts)
 }
 
 // EnqueueTx adds one job to the queue inside the caller's transaction tx. The job exists if and
@@ -166,18 +167,57 @@ func (q *Queue[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, payload T, opts *En
 	if tx == nil {
 		return nil, invalidf("EnqueueTx needs a transaction")
 	}
-	return q.enqueue(ctx, tx, false, payload, opts)
+	return q.enqueue(ctx, pgxConn{tx}, false, payload, opts)
 }
 
-// querier is what enqueue needs of a pool or a transaction.
+// enqueueConn is what an enqueue runs its statements on: a pgx pool or transaction (pgxConn), or
+// a database/sql transaction (sqlConn, enqueue_sql.go). The statements are the same; what
+// differs is how each binds a uuid and a jsonb parameter and reads rows.
+type enqueueConn interface {
+	// queryRow runs a statement that returns at most one row. Its Scan reports no row with an
+	// error that wraps sql.ErrNoRows (pgx.ErrNoRows wraps it too).
+	queryRow(ctx context.Context, sql string, args ...any) rowScanner
+	// uniqueJob returns the rows of unique_job.sql: the live job of queue with key, if any.
+	uniqueJob(ctx context.Context, queue, key string) ([]*entryRow, error)
+	// idArg is id as this connection binds it to a uuid parameter.
+	idArg(id ulid.ULID) any
+	// jsonArg is a JSON document as this connection binds it to a json or jsonb parameter.
+	jsonArg(doc []byte) any
+}
+
+// rowScanner is one row of a result: pgx.Row or *sql.Row.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// querier is what pgxConn needs of a pgx pool or transaction.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+// pgxConn runs an enqueue through pgx, which binds ids and payloads in binary.
+type pgxConn struct{ db querier }
+
+func (c pgxConn) queryRow(ctx context.Context, sql string, args ...any) rowScanner {
+	return c.db.QueryRow(ctx, sql, args...)
+}
+
+func (c pgxConn) uniqueJob(ctx context.Context, queue, key string) ([]*entryRow, error) {
+	rows, err := c.db.Query(ctx, uniqueJobSQL, queue, key)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanEntryRow)
+}
+
+func (pgxConn) idArg(id ulid.ULID) any { return [16]byte(id) }
+
+func (pgxConn) jsonArg(doc []byte) any { return doc }
+
 // enqueue inserts one job through db. autocommit says that db commits the statement itself
 // (a pool), so that its wake-up notification may be coalesced with others.
-func (q *Queue[T]) enqueue(ctx context.Context, db querier, autocommit bool, payload T, opts *EnqueueOptions) (*Job[T], error) {
+func (q *Queue[T]) enqueue(ctx context.Context, db enqueueConn, autocommit bool, payload T, opts *EnqueueOptions) (*Job[T], error) {
 	if q.c.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -204,8 +244,8 @@ func (q *Queue[T]) enqueue(ctx context.Context, db querier, autocommit bool, pay
 	}
 	notify := !autocommit || q.c.notifier.inline(q.name)
 	var notified int
-	err = db.QueryRow(ctx, enqueueSQL, [16]byte(j.ID), q.name, p.priority, body, p.runAt, p.delayUs,
-		p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery).
+	err = db.queryRow(ctx, enqueueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body), p.runAt,
+		p.delayUs, p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery).
 		Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 	if err != nil {
 		return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
@@ -220,23 +260,19 @@ func (q *Queue[T]) enqueue(ctx context.Context, db querier, autocommit bool, pay
 // returns that job, marked Duplicate. The insert waits for a concurrent one of the same key to
 // commit or roll back; if the live job it collided with has finished by the time it is read,
 // the insert is tried again.
-func (q *Queue[T]) enqueueUnique(ctx context.Context, db querier, j *Job[T], body []byte, p enqueueParams) (*Job[T], error) {
+func (q *Queue[T]) enqueueUnique(ctx context.Context, db enqueueConn, j *Job[T], body []byte, p enqueueParams) (*Job[T], error) {
 	for tries := 1; ; tries++ {
 		var notified int
-		err := db.QueryRow(ctx, enqueueUniqueSQL, [16]byte(j.ID), q.name, p.priority, body, p.runAt,
-			p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery).
+		err := db.queryRow(ctx, enqueueUniqueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body),
+			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery).
 			Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 		if err == nil {
 			return j, nil
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
 		}
-		rows, err := db.Query(ctx, uniqueJobSQL, q.name, p.uniqueKey)
-		if err != nil {
-			return nil, fmt.Errorf("pgqueue: enqueue to %s: find duplicate: %w", q.name, err)
-		}
-		found, err := pgx.CollectRows(rows, scanEntryRow)
+		found, err := db.uniqueJob(ctx, q.name, p.uniqueKey)
 		if err != nil {
 			return nil, fmt.Errorf("pgqueue: enqueue to %s: find duplicate: %w", q.name, err)
 		}
@@ -290,18 +326,9 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 	if tx == nil {
 		return nil, invalidf("EnqueueManyTx needs a transaction")
 	}
-	p, err := opts.params()
+	p, bodies, err := q.encodeMany(payloads, opts)
 	if err != nil {
 		return nil, err
-	}
-	if p.uniqueKey != "" {
-		return nil, invalidf("EnqueueMany does not take a UniqueKey; enqueue unique jobs one by one")
-	}
-	bodies := make([][]byte, len(payloads))
-	for i, payload := range payloads {
-		if bodies[i], err = encodePayload(q.c.cfg, q.name, payload); err != nil {
-			return nil, fmt.Errorf("payload %d: %w", i, err)
-		}
 	}
 	if len(payloads) == 0 {
 		return nil, nil
@@ -335,6 +362,24 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 		return nil, fmt.Errorf("pgqueue: enqueue many to %s: notify: %w", q.name, err)
 	}
 	return ids, nil
+}
+
+// encodeMany checks the options of an EnqueueMany and encodes its payloads.
+func (q *Queue[T]) encodeMany(payloads []T, opts *EnqueueOptions) (enqueueParams, [][]byte, error) {
+	p, err := opts.params()
+	if err != nil {
+		return p, nil, err
+	}
+	if p.uniqueKey != "" {
+		return p, nil, invalidf("EnqueueMany does not take a UniqueKey; enqueue unique jobs one by one")
+	}
+	bodies := make([][]byte, len(payloads))
+	for i, payload := range payloads {
+		if bodies[i], err = encodePayload(q.c.cfg, q.name, payload); err != nil {
+			return p, nil, fmt.Errorf("payload %d: %w", i, err)
+		}
+	}
+	return p, bodies, nil
 }
 
 // scheduleMany decides, by the database clock as Enqueue does, whether EnqueueMany's jobs are

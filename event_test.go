@@ -2,8 +2,13 @@ package pgqueue
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // An OnEvent that blocks stalls nothing but its own worker's later events: here it blocks on
@@ -92,4 +97,147 @@ func TestOnEventWaitingForRun(t *testing.T) {
 	}
 	close(returned)
 	receive(t, left, 10*time.Second, "OnEvent to return") // leaves no goroutine behind
+}
+
+// nextOf waits for the next event of job id, whatever its kind, skipping drained and error
+// events and other jobs' events.
+func (e *events) nextOf(t testing.TB, id ulid.ULID) Event {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-e.ch:
+			if ev.JobID == id {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for an event of job %s", id)
+		}
+	}
+}
+
+// Each attempt is reported as started before its outcome, and every event carries what a log
+// line needs: the queue, the job, the attempt out of how many, the worker, how long the handler
+// ran, the error and when the job runs again.
+func TestEventsOfAJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "evjob")
+	ev := newEvents()
+	release := make(chan struct{})
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		<-release
+		if job.Attempt == 1 {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	}, &WorkerOptions{PollInterval: noPoll, OnEvent: ev.on}))
+	runWorkers(t, b.client, w)
+	job, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{MaxAttempts: 3, RetryDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	common := func(e Event, kind EventKind, attempt int) {
+		t.Helper()
+		if e.Kind != kind || e.Queue != q.Name() || e.JobID != job.ID || e.Attempt != attempt ||
+			e.MaxAttempts != 3 || e.WorkerID != b.client.cfg.ID {
+			t.Fatalf("event %+v, want %s of job %s in %s, attempt %d of 3, worker %s",
+				e, kind, job.ID, q.Name(), attempt, b.client.cfg.ID)
+		}
+	}
+
+	started := ev.nextOf(t, job.ID)
+	common(started, EventStarted, 1)
+	if started.Elapsed != 0 || started.Err != nil || !started.RunAt.IsZero() {
+		t.Fatalf("started event %+v has outcome fields", started)
+	}
+	release <- struct{}{}
+	retrying := ev.nextOf(t, job.ID)
+	common(retrying, EventRetrying, 1)
+	if retrying.Err == nil || retrying.Err.Error() != "first attempt fails" || retrying.RunAt.IsZero() || retrying.Elapsed <= 0 {
+		t.Fatalf("retrying event %+v: want the error, the next run time and the run time", retrying)
+	}
+	common(ev.nextOf(t, job.ID), EventStarted, 2)
+	release <- struct{}{}
+	completed := ev.nextOf(t, job.ID)
+	common(completed, EventCompleted, 2)
+	if completed.Elapsed <= 0 || completed.Err != nil {
+		t.Fatalf("completed event %+v", completed)
+	}
+}
+
+// A job whose handler is stopped by shutdown is reported as handed back, with its uncharged
+// attempt, the time it ran and when it may run again; the row says the same.
+func TestEventHandedBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "evback")
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, &WorkerOptions{PollInterval: noPoll, ShutdownTimeout: 50 * time.Millisecond, OnEvent: ev.on}))
+	stop := runWorkers(t, b.client, w)
+	job, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := ev.nextOf(t, job.ID); e.Kind != EventStarted {
+		t.Fatalf("first event %s, want started", e.Kind)
+	}
+	stop()
+	back := ev.nextOf(t, job.ID)
+	if back.Kind != EventHandedBack || back.Attempt != 1 || back.MaxAttempts != 2 || back.Queue != q.Name() ||
+		back.WorkerID != b.client.cfg.ID || back.RunAt.IsZero() || back.Elapsed < 50*time.Millisecond || back.Err != nil {
+		t.Fatalf("event %+v, want handed_back of attempt 1 of 2 with run_at and elapsed ≥ ShutdownTimeout", back)
+	}
+	if n := b.count("id = $1 AND status = 'available' AND attempt = 0", [16]byte(job.ID)); n != 1 {
+		t.Fatal("the handed-back job is not available with its attempt uncharged")
+	}
+	select {
+	case e := <-ev.ch:
+		t.Fatalf("event after the hand-back: %+v", e)
+	default:
+	}
+}
+
+// Events marshal to snake_case JSON with zero fields left out, the error as its message and the
+// run time as a duration string, and decode back.
+func TestEventJSON(t *testing.T) {
+	t.Parallel()
+	id, next := ulid.MustParse("01JD6Y9QK4B3Z8X1V0W2T5R7NM"), ulid.MustParse("01JD6Y9QK4B3Z8X1V0W2T5R7NP")
+	full := Event{Kind: EventRetrying, Queue: "emails", JobID: id, Attempt: 1, MaxAttempts: 25,
+		Err: errors.New("smtp: 451"), RunAt: time.Date(2026, 11, 29, 14, 0, 3, 200e6, time.UTC),
+		RepeatedAs: next, Elapsed: 212500 * time.Microsecond, WorkerID: "web-1"}
+	for _, c := range []struct {
+		ev   Event
+		want string
+	}{
+		{full, `{"kind":"retrying","queue":"emails","job_id":"01JD6Y9QK4B3Z8X1V0W2T5R7NM","attempt":1,` +
+			`"max_attempts":25,"error":"smtp: 451","run_at":"2026-11-29T14:00:03.2Z",` +
+			`"repeated_as":"01JD6Y9QK4B3Z8X1V0W2T5R7NP","elapsed":"212.5ms","worker_id":"web-1"}`},
+		{Event{Kind: EventDrained, Queue: "emails", WorkerID: "web-1"},
+			`{"kind":"drained","queue":"emails","worker_id":"web-1"}`},
+		{Event{Kind: EventError, Queue: "emails", Err: fmt.Errorf("pgqueue: claim: %w", ErrClosed)},
+			`{"kind":"error","queue":"emails","error":"pgqueue: claim: ` + ErrClosed.Error() + `"}`},
+	} {
+		got, err := json.Marshal(c.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != c.want {
+			t.Errorf("json of %s:\n got %s\nwant %s", c.ev.Kind, got, c.want)
+		}
+		var back Event
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := json.Marshal(back); string(again) != c.want {
+			t.Errorf("round trip of %s: %s", c.ev.Kind, again)
+		}
+	}
+	var back Event
+	if err := json.Unmarshal([]byte(`{"kind":"completed","elapsed":"soon"}`), &back); err == nil {
+		t.Error("an unreadable elapsed decoded")
+	}
 }

@@ -28,12 +28,17 @@ type upkeepResult struct {
 // prunes finished jobs at each queue's poll, or one LockDuration after a claim failed; and at the
 // poll it makes the claim loop look at the queue. The work goes in one round trip of at most three
 // statements (rescue, prune, promote), each covering every queue that needs it, so that 100 idle
-// queues cost what one does. Every statement skips rows another process holds (SKIP LOCKED): any
+// queues cost what one does. Each time it wakes it also looks whether the pool keeps its callers
+// waiting (poolWatch). Every statement skips rows another process holds (SKIP LOCKED): any
 // number of processes maintain the same queues without a leader.
 func (rt *runtime) maintainLoop(ctx context.Context) {
 	now := time.Now()
 	for _, q := range rt.queues {
 		q.nextPoll = now // everything at start
+	}
+	pool := poolWatch{}
+	for _, q := range rt.queues {
+		pool.slots += q.opts.Concurrency
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -46,6 +51,7 @@ func (rt *runtime) maintainLoop(ctx context.Context) {
 		case <-rt.wakeMaint:
 		}
 		now = time.Now()
+		rt.lookAtPool(ctx, &pool, now)
 		work := rt.upkeepDue(now)
 		retryAt := time.Time{}
 		if len(work) > 0 {

@@ -313,6 +313,7 @@ func modelWork(rt *seqT, q *Queue[int], m *queueModel, outcome string) {
 		want = line[0]
 	}
 	var got handedJob
+	var early []Event // events of the job read while waiting for its handler
 	deadline := time.After(30 * time.Second)
 wait:
 	for {
@@ -322,6 +323,9 @@ wait:
 		case ev := <-evs.ch:
 			if ev.Kind == EventDrained {
 				break wait
+			}
+			if ev.Kind != EventError {
+				early = append(early, ev)
 			}
 		case <-deadline:
 			cancel()
@@ -356,6 +360,7 @@ wait:
 	// While it runs: place 0 in the listing, and refused by Retry and by Delete without Cancel.
 	// The worker, its only slot taken, claims nothing meanwhile.
 	want.status, want.attempt = StatusRunning, want.attempt+1
+	running := *want
 	checkModel(rt, q, m)
 	checkErr(rt, "Retry of a running job", q.Retry(context.Background(), want.id), ErrJobRunning)
 	checkErr(rt, "Delete of a running job", q.Delete(context.Background(), want.id, nil), ErrJobRunning)
@@ -391,10 +396,10 @@ wait:
 		m.schedule(want, time.Hour)
 		want.attempt, wantEvent = want.attempt-1, EventSnoozed
 	case "shutdown":
-		// The handler outlives the grace period; the job is handed back uncharged, with no
-		// event: it was neither snoozed nor failed.
+		// The handler outlives the grace period; the job is handed back uncharged: neither
+		// snoozed nor failed.
 		got.reply <- untilCancelled
-		want.status, want.attempt = StatusAvailable, want.attempt-1
+		want.status, want.attempt, wantEvent = StatusAvailable, want.attempt-1, EventHandedBack
 	case "cancel":
 		got.reply <- untilCancelled
 		checkErr(rt, "Cancel of a running job", q.Cancel(context.Background(), want.id), nil)
@@ -424,18 +429,25 @@ wait:
 			rt.Fatalf("outcome %s: the handler's context ended with %v, want %v", outcome, cause, wantCause)
 		}
 	}
-	var kinds []EventKind
-	var errs []error
 	for len(evs.ch) > 0 {
 		// EventError reports a statement that timed out or failed (a busy machine can delay a
 		// heartbeat); the worker retries, and the comparison with the model checks the outcome.
 		if ev := <-evs.ch; ev.Kind != EventDrained && ev.Kind != EventError {
-			kinds = append(kinds, ev.Kind)
-			errs = append(errs, ev.Err)
+			early = append(early, ev)
 		}
 	}
-	if wantEvent == "" && len(kinds) != 0 || wantEvent != "" && !slices.Equal(kinds, []EventKind{wantEvent}) {
-		rt.Fatalf("outcome %s: events %v (errors %v), want [%s]", outcome, kinds, errs, wantEvent)
+	var kinds []EventKind
+	var errs []error
+	for _, ev := range early {
+		kinds = append(kinds, ev.Kind)
+		errs = append(errs, ev.Err)
+		if ev.JobID != running.id || ev.Attempt != running.attempt || ev.MaxAttempts != running.maxAttempts {
+			rt.Fatalf("outcome %s: event %s of job %s attempt %d/%d, want job %s attempt %d/%d", outcome, ev.Kind,
+				ev.JobID, ev.Attempt, ev.MaxAttempts, running.id, running.attempt, running.maxAttempts)
+		}
+	}
+	if !slices.Equal(kinds, []EventKind{EventStarted, wantEvent}) {
+		rt.Fatalf("outcome %s: events %v (errors %v), want [%s %s]", outcome, kinds, errs, EventStarted, wantEvent)
 	}
 }
 

@@ -32,6 +32,8 @@ var (
 	enqueueSQL string
 	//go:embed sql/enqueue_unique.sql
 	enqueueUniqueSQL string
+	//go:embed sql/enqueue_many_json.sql
+	enqueueManyJSONSQL string
 	//go:embed sql/fail.sql
 	failSQL string
 	//go:embed sql/heartbeat.sql

@@ -88,7 +88,7 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 			opts:         s.opts,
 			exec:         s.exec,
 			log:          log,
-			events:       newEmitter(s.queue, s.opts.OnEvent, log),
+			events:       newEmitter(s.queue, c.cfg.ID, s.opts.OnEvent, log),
 			keep:         c.cfg.retentionOf(s.queue).Completed != 0,
 			drainPending: true,
 		}
@@ -105,6 +105,9 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 
 // run serves the queues until ctx ends, then shuts down: see Client.Run.
 func (rt *runtime) run(ctx context.Context) error {
+	if err := rt.c.checkSchemaBeforeRun(ctx); err != nil {
+		return err
+	}
 	for _, q := range rt.queues {
 		q.events.start()
 		q.sub = rt.c.listener.subscribe(q.name, q.onMessage)
@@ -159,13 +162,19 @@ func (q *queueRun) free() int {
 	return max(0, min(q.opts.Concurrency-q.busy, 2*q.opts.Concurrency-q.held))
 }
 
-// start runs a handler goroutine for each row claimed for q, in run order.
+// start runs a handler goroutine for each row claimed for q, in run order. It queues their
+// EventStarted under rt.mu, so that each comes before any other event of its attempt (which is
+// decided under rt.mu later), and only if the worker has an OnEvent.
 func (rt *runtime) start(jobBase context.Context, q *queueRun, rows []*jobRow, leaseEnd time.Time) {
 	slices.SortFunc(rows, func(a, b *jobRow) int {
 		return cmp.Or(cmp.Compare(b.priority, a.priority), a.id.Compare(b.id))
 	})
 	now := time.Now()
 	var lost []*attempt
+	var started []Event
+	if q.events.active() {
+		started = make([]Event, 0, len(rows))
+	}
 	rt.mu.Lock()
 	for _, r := range rows {
 		if old := rt.attempts[r.id]; old != nil && (old.state == attemptRunning || old.state == attemptInTx) {
@@ -178,8 +187,12 @@ func (rt *runtime) start(jobBase context.Context, q *queueRun, rows []*jobRow, l
 		q.held++
 		q.busy++
 		rt.busy++
+		if started != nil {
+			started = append(started, a.event(EventStarted, 0))
+		}
 		go rt.runAttempt(ctx, a, r)
 	}
+	q.events.emitAll(started)
 	rt.mu.Unlock()
 	rt.reportLost(lost)
 }
@@ -212,6 +225,7 @@ func (q *queueRun) newAttempt(jobBase context.Context, r *jobRow, now, leaseEnd 
 
 // runAttempt runs one attempt's handler and queues its outcome for the completer.
 func (rt *runtime) runAttempt(ctx context.Context, a *attempt, r *jobRow) {
+	a.q.logJob(a, "pgqueue: job started")
 	err := a.q.call(ctx, r, a)
 	cause := context.Cause(ctx)
 	a.cancel(nil)
@@ -244,7 +258,8 @@ func (q *queueRun) call(ctx context.Context, r *jobRow, a *attempt) (err error) 
 	return q.exec(ctx, r, a)
 }
 
-// handBack queues rows claimed for q to go back to the queue unstarted and uncharged.
+// handBack queues rows claimed for q to go back to the queue unstarted and uncharged; each is
+// reported as EventHandedBack once settled.
 func (rt *runtime) handBack(q *queueRun, rows []*jobRow) {
 	rt.mu.Lock()
 	for _, r := range rows {
@@ -297,8 +312,9 @@ func (rt *runtime) giveUpOverdue(now time.Time) {
 	}
 	rt.mu.Unlock()
 	for _, a := range overdue {
-		a.q.log.Error("pgqueue: gave up a handler that ignores its context; its goroutine is left running",
-			"job", a.id, "attempt", a.attempt, "timeout", a.q.opts.JobTimeout)
+		a.q.log.LogAttrs(context.Background(), slog.LevelError,
+			"pgqueue: gave up a handler that ignores its context; its goroutine is left running",
+			append(a.logAttrs(), slog.Duration("timeout", a.q.opts.JobTimeout))...)
 	}
 	if len(overdue) > 0 {
 		signal(rt.settle)
@@ -366,8 +382,9 @@ func (rt *runtime) expireLeases(now time.Time) {
 // reportCancelled logs and reports attempts stopped because their jobs were cancelled.
 func (rt *runtime) reportCancelled(stopped []*attempt) {
 	for _, a := range stopped {
-		a.q.log.Info("pgqueue: running job cancelled", "job", a.id, "attempt", a.attempt)
-		a.q.events.emit(Event{Kind: EventCancelled, JobID: a.id, Attempt: a.attempt})
+		elapsed := time.Since(a.started)
+		a.q.logJob(a, "pgqueue: running job cancelled", slog.Duration("elapsed", elapsed))
+		a.q.events.emit(a.event(EventCancelled, elapsed))
 	}
 	if len(stopped) > 0 {
 		signal(rt.wakeFetch)
@@ -377,17 +394,39 @@ func (rt *runtime) reportCancelled(stopped []*attempt) {
 // reportLost logs and reports attempts given up by abandon.
 func (rt *runtime) reportLost(lost []*attempt) {
 	for _, a := range lost {
-		a.q.log.Warn("pgqueue: lost the lock of a running job; its outcome will be ignored",
-			"job", a.id, "attempt", a.attempt)
-		a.q.events.emit(Event{Kind: EventLockLost, JobID: a.id, Attempt: a.attempt})
+		a.q.log.LogAttrs(context.Background(), slog.LevelWarn,
+			"pgqueue: lost the lock of a running job; its outcome will be ignored", a.logAttrs()...)
+		a.q.events.emit(a.event(EventLockLost, time.Since(a.started)))
 	}
 	if len(lost) > 0 {
 		signal(rt.wakeFetch)
 	}
 }
 
+// logJob writes one of the worker's log lines about a single job, at its JobLogLevel, with the
+// job's id and attempts (the logger names the queue). A disabled level costs one Enabled call.
+func (q *queueRun) logJob(a *attempt, msg string, attrs ...slog.Attr) {
+	level := q.opts.JobLogLevel.Level()
+	if !q.log.Enabled(context.Background(), level) {
+		return
+	}
+	q.log.LogAttrs(context.Background(), level, msg, append(a.logAttrs(), attrs...)...)
+}
+
+// logAttrs are the attributes of every log line about a's job.
+func (a *attempt) logAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("job_id", a.id.String()), slog.Int("attempt", a.attempt),
+		slog.Int("max_attempts", a.maxAttempts)}
+}
+
+// event returns an event of kind about a's job, which ran for elapsed.
+func (a *attempt) event(kind EventKind, elapsed time.Duration) Event {
+	return Event{Kind: kind, JobID: a.id, Attempt: a.attempt, MaxAttempts: a.maxAttempts, Elapsed: elapsed}
+}
+
 // reportError logs a runtime error about the queues qs and reports it to each as EventError.
 func (rt *runtime) reportError(qs []*queueRun, msg string, err error) {
+	err = explainSchemaError(err)
 	for i, q := range qs {
 		if i == 0 {
 			q.log.Error(msg, "error", err)
@@ -464,7 +503,7 @@ func (rt *runtime) abandonStuck() error {
 		if a.state == attemptRunning || a.state == attemptInTx {
 			a.state = attemptAbandoned
 			stuck[a.q.name]++
-			rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeRequeue})
+			rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeRequeue, elapsed: time.Since(a.started)})
 		}
 	}
 	rt.mu.Unlock()

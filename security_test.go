@@ -155,16 +155,16 @@ func TestHostileSchemaName(t *testing.T) {
 //
 //	GRANT USAGE ON SCHEMA <schema> TO <role>;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues TO <role>;
-//	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel() TO <role>;
+//	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel(), <schema>.pgqueue_schema_version() TO <role>;
 //
 // Postgres grants EXECUTE on a new function to PUBLIC unless default privileges revoke it, so the
 // last line is needed only where that grant has been revoked.
 const leastPrivilegeGrants = `GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
 GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues TO %[2]s;
-GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel() TO %[2]s`
+GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %[1]s.pgqueue_schema_version() TO %[2]s`
 
 // pgqueueFunctions are the functions the migrations create, as regprocedure text.
-var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()"}
+var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()", "pgqueue_schema_version()"}
 
 // TestLeastPrivilege uses pgqueue as a role that holds only leastPrivilegeGrants: every call an
 // application makes works, and Migrate fails. PUBLIC's default EXECUTE on the functions is
@@ -250,6 +250,7 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 
+	check("CheckSchema", client.CheckSchema(ctx))
 	changes, err := q.Watch(ctx)
 	check("Watch", err)
 	nextChange(t, changes, ChangeResync)

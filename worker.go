@@ -92,6 +92,16 @@ type WorkerOptions struct {
 
 	// Logger receives the worker's diagnostics. Defaults to the client's Config.Logger.
 	Logger *slog.Logger
+
+	// JobLogLevel is the level of the worker's log lines about single jobs: started, completed,
+	// retrying, snoozed, failed, cancelled, handed back at shutdown. Each carries the queue, the
+	// job's id and attempt (job_id, attempt, max_attempts), and the error where there is one.
+	// Failures are reported at this level too, so that they are not logged twice when the
+	// handler logs its own errors: raise it (slog.LevelWarn) to have the library log them. A
+	// *slog.LevelVar changes it while the worker runs. Problems of the worker itself (a claim or
+	// a settle that failed, a lost lock, a handler that ignores its context) are logged at their
+	// own levels, whatever this says. Defaults to slog.LevelDebug.
+	JobLogLevel slog.Leveler
 }
 
 func (o WorkerOptions) withDefaults(log *slog.Logger, listening bool) WorkerOptions {
@@ -107,6 +117,9 @@ func (o WorkerOptions) withDefaults(log *slog.Logger, listening bool) WorkerOpti
 	o.RetryBackoff = o.RetryBackoff.withDefaults()
 	if o.Logger == nil {
 		o.Logger = log
+	}
+	if o.JobLogLevel == nil {
+		o.JobLogLevel = slog.LevelDebug
 	}
 	return o
 }
@@ -212,7 +225,8 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 // reported as EventError and retried.
 //
 // The workers must belong to c, serve distinct queues, and not be running in another Run call
-// (ErrWorkerRunning).
+// (ErrWorkerRunning). Run logs a warning when callers of the pool (its own statements and the
+// handlers) keep waiting for connections: the pool is too small for the work.
 func (c *Client) Run(ctx context.Context, workers ...AnyWorker) error {
 	specs, err := c.claimWorkers(workers)
 	if err != nil {

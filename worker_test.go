@@ -3,9 +3,12 @@ package pgqueue
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // A worker that is never woken by the poll: anything it runs came through NOTIFY, a timer or a
@@ -247,5 +250,88 @@ func TestJobTimeout(t *testing.T) {
 	<-returned
 	if n := b.count("id = $1 AND status = 'failed'", [16]byte(stuck.ID)); n != 1 {
 		t.Fatal("the abandoned handler's late success changed the job")
+	}
+}
+
+// The library's log lines about single jobs are at JobLogLevel, Debug by default, so a handler
+// that logs its own failures is not doubled at Info; each names the queue, the job and the
+// attempt. A lost lock, a problem of the worker itself, stays at Warn whatever JobLogLevel says.
+func TestJobLogLevel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var out syncBuffer
+	logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	quiet, loud := newQueue[int](t, b.client, "quietlogs"), newQueue[int](t, b.client, "loudlogs")
+	handler := func(ctx context.Context, job *Job[int]) error {
+		switch job.Payload {
+		case 0:
+			return nil
+		case 1:
+			return errors.New("broken")
+		}
+		<-ctx.Done() // until the lock is lost
+		return nil
+	}
+	quietEv, loudEv := newEvents(), newEvents()
+	quietW := must(quiet.NewWorker(handler, &WorkerOptions{Logger: logger, OnEvent: quietEv.on,
+		PollInterval: noPoll, LockDuration: 2 * time.Second, HeartbeatInterval: 50 * time.Millisecond}))
+	loudW := must(loud.NewWorker(handler, &WorkerOptions{Logger: logger, OnEvent: loudEv.on,
+		PollInterval: noPoll, JobLogLevel: slog.LevelWarn}))
+	runWorkers(t, b.client, quietW, loudW)
+
+	ids := map[string]ulid.ULID{}
+	for _, c := range []struct {
+		q       *Queue[int]
+		payload int
+		name    string
+	}{{quiet, 0, "quiet ok"}, {quiet, 1, "quiet failed"}, {loud, 0, "loud ok"}, {loud, 1, "loud failed"}} {
+		job, err := c.q.Enqueue(t.Context(), c.payload, &EnqueueOptions{MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[c.name] = job.ID
+	}
+	for name, want := range map[string]EventKind{"quiet ok": EventCompleted, "quiet failed": EventFailed,
+		"loud ok": EventCompleted, "loud failed": EventFailed} {
+		evs := quietEv
+		if strings.HasPrefix(name, "loud") {
+			evs = loudEv
+		}
+		for e := evs.nextOf(t, ids[name]); e.Kind != want; e = evs.nextOf(t, ids[name]) {
+			if e.Kind != EventStarted {
+				t.Fatalf("%s: event %s, want %s", name, e.Kind, want)
+			}
+		}
+	}
+	logs := out.String()
+	if strings.Contains(logs, "quietlogs") {
+		t.Errorf("per-job lines of a worker with the default JobLogLevel at Info:\n%s", logs)
+	}
+	for _, want := range []string{
+		`level=WARN msg="pgqueue: job started" queue=loudlogs job_id=` + ids["loud ok"].String() + ` attempt=1 max_attempts=1`,
+		`level=WARN msg="pgqueue: job completed" queue=loudlogs job_id=` + ids["loud ok"].String() + ` attempt=1 max_attempts=1 elapsed=`,
+		`level=WARN msg="pgqueue: job failed" queue=loudlogs job_id=` + ids["loud failed"].String() + ` attempt=1 max_attempts=1 elapsed=`,
+		` error=broken`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no line with %q in:\n%s", want, logs)
+		}
+	}
+
+	held, err := quiet.Enqueue(t.Context(), 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := quietEv.nextOf(t, held.ID); e.Kind != EventStarted {
+		t.Fatalf("event %s, want started", e.Kind)
+	}
+	b.exec("UPDATE pgqueue_jobs SET lock_token = gen_random_uuid() WHERE id = $1", [16]byte(held.ID))
+	if e := quietEv.nextOf(t, held.ID); e.Kind != EventLockLost {
+		t.Fatalf("event %s, want lock_lost", e.Kind)
+	}
+	want := `level=WARN msg="pgqueue: lost the lock of a running job; its outcome will be ignored" queue=quietlogs job_id=` +
+		held.ID.String() + ` attempt=1`
+	if logs := out.String(); !strings.Contains(logs, want) {
+		t.Errorf("no line with %q in:\n%s", want, logs)
 	}
 }

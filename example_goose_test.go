@@ -1,0 +1,79 @@
+package pgqueue_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// An application that runs goose itself writes pgqueue's migrations into its own goose
+// directory, numbered after its own. With a later pgqueue release it calls WriteGooseMigrations
+// again, with a first version above its newest file: only pgqueue's new migrations are written.
+func ExampleWriteGooseMigrations() {
+	dir, err := os.MkdirTemp("", "migrations")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	users := "-- +goose Up\nCREATE TABLE users (id bigint PRIMARY KEY);\n-- +goose Down\nDROP TABLE users;\n"
+	if err := os.WriteFile(filepath.Join(dir, "00001_users.sql"), []byte(users), 0o644); err != nil {
+		log.Fatal(err)
+	}
+
+	files, err := pgqueue.WriteGooseMigrations(dir, 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, f := range files {
+		fmt.Println(f.Name)
+	}
+	// Output:
+	// 00002_pgqueue_20261129120000_init.sql
+	// 00003_pgqueue_20261129140000_operations.sql
+	// 00004_pgqueue_20261201120000_notify.sql
+	// 00005_pgqueue_20261201140000_schema_version.sql
+}
+
+// A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the
+// goose directory, and MarkGooseApplied records in goose's version table those the schema
+// already has, once, before the next goose up.
+func ExampleMarkGooseApplied() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+
+	files, err := pgqueue.GooseMigrations(0, 2) // the files written into the directory
+	if err != nil {
+		log.Fatal(err)
+	}
+	marked, err := pgqueue.MarkGooseApplied(ctx, db, "goose_db_version", files)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(marked), "of pgqueue's migrations recorded as applied")
+}
+
+// Before serving, a program can check that the schema is at the version its pgqueue needs; Run
+// does this too.
+func ExampleClient_CheckSchema() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+	if err := client.CheckSchema(ctx); err != nil {
+		// errors.Is(err, pgqueue.ErrSchemaVersion): the message says which version is there,
+		// which is needed, and what to run.
+		log.Fatal(err)
+	}
+}

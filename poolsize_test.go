@@ -1,0 +1,68 @@
+package pgqueue
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Run warns, with the figures, when callers of the pool keep waiting for connections: here five
+// handler slots each hold a connection for a while through a pool of three. A pool as small
+// whose handlers do not touch the database gets no warning, and both run every job.
+func TestPoolWaitWarning(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, c := range []struct {
+		name   string
+		useDB  bool
+		warned bool
+	}{
+		{"handlers holding connections", true, true},
+		{"handlers not using the pool", false, false},
+	} {
+		var out syncBuffer
+		pool := newPool(t, b.schema, 3)
+		client, err := NewClient(pool, &Config{
+			Logger: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Close() })
+		q := newQueue[int](t, client, "pooled")
+		const jobs = 40
+		ran := make(chan int, jobs)
+		w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			if c.useDB {
+				if _, err := pool.Exec(ctx, "SELECT pg_sleep(0.05)"); err != nil {
+					return err
+				}
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
+			ran <- job.Payload
+			return nil
+		}, &WorkerOptions{Concurrency: 5, PollInterval: 200 * time.Millisecond}))
+		stop := runWorkers(t, client, w)
+		if _, err := q.EnqueueMany(t.Context(), make([]int, jobs), nil); err != nil {
+			t.Fatal(err)
+		}
+		for range jobs {
+			receive(t, ran, 30*time.Second, c.name+": a job to run")
+		}
+		warning := `level=WARN msg="pgqueue: callers of the pool are waiting for connections`
+		if c.warned {
+			waitFor(t, 10*time.Second, c.name+": the pool warning", func() bool {
+				return strings.Contains(out.String(), warning)
+			})
+			if logs := out.String(); !strings.Contains(logs, "pool_max_conns=3 runtime_conns=4 concurrency=5 waited=") {
+				t.Errorf("%s: the warning lacks its figures:\n%s", c.name, logs)
+			}
+		}
+		stop()
+		if logs := out.String(); !c.warned && strings.Contains(logs, warning) {
+			t.Errorf("%s: warned:\n%s", c.name, logs)
+		}
+	}
+}
