@@ -15,9 +15,9 @@ type WorkResult struct {
 	JobID ulid.ULID
 	// Attempt is the attempt that ran, counted from 1.
 	Attempt int
-	// Kind is the event the worker reported for the attempt, as OnEvent receives it:
-	// EventCompleted, EventRetrying, EventFailed, EventSnoozed, EventCancelled or EventLockLost.
-	// It is empty for a job handed back to the queue because WorkOne's context ended.
+	// Kind is the event that ended the attempt, as OnEvent receives it: EventCompleted,
+	// EventRetrying, EventFailed, EventSnoozed, EventCancelled, EventLockLost, or EventHandedBack
+	// for a job handed back to the queue because WorkOne's context ended.
 	Kind EventKind
 	// Err is the attempt's error as recorded on the job (EventRetrying, EventFailed): what the
 	// handler returned, a *PanicError if it panicked, wrapped in ErrJobTimeout if its JobTimeout
@@ -41,8 +41,8 @@ type WorkResult struct {
 // does, with a lease and a fresh lock token, so the handler's Job.Update and Job.CompleteTx work
 // and fencing holds; runs the handler while heartbeats keep the lease and a cancellation of the
 // job ends the handler's context; saves the outcome as Run would (retry, back-off, snooze, failure,
-// repeat), reports the job's event to OnEvent (EventDrained excepted), and returns what became of
-// the job. It returns a nil WorkResult and a nil error when the queue has no runnable job or is
+// repeat), reports the job's events to OnEvent (EventStarted, then the outcome's; no EventDrained),
+// and returns what became of the job. It returns a nil WorkResult and a nil error when the queue has no runnable job or is
 // paused.
 //
 // WorkOne blocks until the handler has returned and its outcome is saved (and OnEvent has taken
@@ -164,6 +164,9 @@ func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attem
 	q.held++
 	q.busy++
 	rt.busy++
+	if q.events.active() {
+		q.events.emit(a.event(EventStarted, 0)) // under rt.mu, before any other event of a, as in start
+	}
 	rt.mu.Unlock()
 	stopShutdown := context.AfterFunc(ctx, func() { a.cancel(ErrShutdown) })
 	defer stopShutdown()
@@ -201,9 +204,9 @@ func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, erro
 	case o.kind == outcomeDone:
 		res.Kind, res.Status, res.RepeatedAs = EventCompleted, StatusCompleted, r.repeat
 	case o.kind == outcomeRequeue:
-		res.Status, res.RunAt = r.status, r.runAt
-		if o.err != nil {
-			res.Kind = EventSnoozed
+		res.Kind, res.Status, res.RunAt = EventSnoozed, r.status, r.runAt
+		if o.err == nil {
+			res.Kind = EventHandedBack // the handler's context ended with WorkOne's
 		}
 	case r.status == StatusFailed:
 		res.Kind, res.Status = EventFailed, StatusFailed

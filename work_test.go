@@ -68,6 +68,11 @@ func TestWorkOneOutcomes(t *testing.T) {
 			if r.JobID != job.ID || r.Attempt != 1 || r.Kind != tc.kind || r.Status != tc.status || !tc.errIs(r.Err) {
 				t.Fatalf("WorkOne = %+v; want job %s, attempt 1, %s, %s", r, job.ID, tc.kind, tc.status)
 			}
+			// EventStarted first, then the outcome's (next skips other kinds: in the other order
+			// the outcome's event would be skipped while looking for EventStarted).
+			if ev := evs.next(t, EventStarted); ev.JobID != job.ID || ev.Attempt != 1 {
+				t.Fatalf("event %+v is not the start of job %s", ev, job.ID)
+			}
 			if ev := evs.next(t, tc.kind); ev.JobID != job.ID {
 				t.Fatalf("event %+v is not of job %s", ev, job.ID)
 			}
@@ -213,7 +218,7 @@ func TestWorkOneContextEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Kind != "" || r.Status != StatusAvailable || r.Err != nil {
+	if r.Kind != EventHandedBack || r.Status != StatusAvailable || r.Err != nil {
 		t.Fatalf("WorkOne = %+v, want the job handed back available", r)
 	}
 	if e := must(q.Job(t.Context(), job.ID)); e.Status != StatusAvailable || e.Attempt != 0 {
