@@ -42,13 +42,13 @@ type WorkResult struct {
 // and fencing holds; runs the handler while heartbeats keep the lease and a cancellation of the
 // job ends the handler's context; saves the outcome as Run would (retry, back-off, snooze, failure,
 // repeat), reports the job's events to OnEvent (EventStarted, then the outcome's; no EventDrained),
-// and returns what became of the job. It returns a nil WorkResult and a nil error when the queue has no runnable job or is
-// paused.
+// and returns what became of the job. It returns a nil WorkResult and a nil error when the queue
+// has no runnable job or is paused.
 //
 // WorkOne blocks until the handler has returned and its outcome is saved (and OnEvent has taken
-// the event, up to ShutdownTimeout). If ctx ends while the handler runs, the handler's context is
-// cancelled with cause ErrShutdown and the job goes back to the queue without using the attempt,
-// as at the end of Run. A database error is returned; if the outcome could not be saved, the job
+// the events, up to ShutdownTimeout). If ctx ends while the handler runs, the handler's context
+// is cancelled with cause ErrShutdown and the job goes back to the queue without using the attempt
+// (EventHandedBack), as at the end of Run. A database error is returned; if the outcome could not be saved, the job
 // stays running until its lease runs out, then runs again, as after a crash. WorkOne fails with
 // ErrWorkerRunning while a Run call serves the worker.
 //
