@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"errors"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -104,7 +105,15 @@ func hasText(s string) func(error) bool {
 	return func(err error) bool { return err != nil && strings.Contains(err.Error(), s) }
 }
 
-// TestWorkOneHoldsTheJob checks that the handler's Job is claimed for real: the row is running
+// goroutineID returns the number of the calling goroutine, from the first line of its stack.
+func goroutineID() string {
+	var buf [64]byte
+	n := goruntime.Stack(buf[:], false)
+	return strings.Fields(string(buf[:n]))[1]
+}
+
+// TestWorkOneHoldsTheJob checks that the handler runs in WorkOne's caller's goroutine and that its
+// Job is claimed for real: the row is running
 // under a lock token while the handler runs, Update saves the payload under it, and CompleteTx
 // completes the job in the handler's transaction.
 func TestWorkOneHoldsTheJob(t *testing.T) {
@@ -112,7 +121,11 @@ func TestWorkOneHoldsTheJob(t *testing.T) {
 	b := setup(t)
 	q := newQueue[int](t, b.client, "work-held")
 	job := must(q.Enqueue(t.Context(), 1, nil))
+	caller := goroutineID()
 	w := must(q.NewWorker(func(ctx context.Context, j *Job[int]) error {
+		if id := goroutineID(); id != caller {
+			t.Errorf("the handler runs in goroutine %s, WorkOne's caller in %s", id, caller)
+		}
 		if n := b.count("id = $1 AND status = 'running' AND lock_token IS NOT NULL AND locked_by = $2", j.ID, b.client.cfg.ID); n != 1 {
 			t.Errorf("the job is not running under a lock while its handler runs")
 		}
