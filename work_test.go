@@ -113,9 +113,8 @@ func goroutineID() string {
 }
 
 // TestWorkOneHoldsTheJob checks that the handler runs in WorkOne's caller's goroutine and that its
-// Job is claimed for real: the row is running
-// under a lock token while the handler runs, Update saves the payload under it, and CompleteTx
-// completes the job in the handler's transaction.
+// Job is claimed for real: the row is running under a lock token while the handler runs, Update
+// saves the payload under it, and CompleteTx completes the job in the handler's transaction.
 func TestWorkOneHoldsTheJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
