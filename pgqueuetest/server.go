@@ -11,8 +11,8 @@ import (
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
-// URLEnv lists the environment variables Start reads a database URL from, first one set wins.
-var URLEnv = []string{"PGQUEUE_TEST_DATABASE_URL", "DATABASE_URL"}
+// urlEnv are the environment variables Start reads a database URL from; the first one set wins.
+var urlEnv = []string{"PGQUEUE_TEST_DATABASE_URL", "DATABASE_URL"}
 
 // ContainerImage is the image StartContainer runs.
 const ContainerImage = "postgres:16-alpine"
@@ -28,10 +28,10 @@ type Server struct {
 
 // Start returns the server whose URL is in PGQUEUE_TEST_DATABASE_URL or else DATABASE_URL;
 // when neither is set, it starts one in a container (StartContainer). Its error says how to
-// provide a database when it has none. Call it once per test binary, in TestMain, and Close the server after
-// m.Run. The role of the URL needs to be able to create schemas (NewDB).
+// provide a database when it has none. Call it once per test binary, in TestMain, and Close the
+// server after m.Run. The role of the URL needs to be able to create schemas (NewDB).
 func Start(ctx context.Context) (*Server, error) {
-	for _, name := range URLEnv {
+	for _, name := range urlEnv {
 		if url := os.Getenv(name); url != "" {
 			return &Server{url: url}, nil
 		}
@@ -49,7 +49,7 @@ func StartContainer(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("pgqueuetest: no database: testcontainers-go could not start %s (%w); "+
 			"set %s=postgres://user@host:5432/db?sslmode=disable, or make a Docker engine reachable",
-			ContainerImage, err, URLEnv[0]), terminate(c))
+			ContainerImage, err, urlEnv[0]), terminate(c))
 	}
 	url, err := c.ConnectionString(ctx, "sslmode=disable")
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 func TestStartTakesTheEnvironmentsDatabase(t *testing.T) {
 	t.Parallel()
 	var want string
-	for _, name := range URLEnv {
+	for _, name := range urlEnv {
 		if want = os.Getenv(name); want != "" {
 			break
 		}
