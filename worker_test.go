@@ -291,15 +291,23 @@ func TestJobLogLevel(t *testing.T) {
 		}
 		ids[c.name] = job.ID
 	}
-	for name, want := range map[string]EventKind{"quiet ok": EventCompleted, "quiet failed": EventFailed,
-		"loud ok": EventCompleted, "loud failed": EventFailed} {
-		evs := quietEv
-		if strings.HasPrefix(name, "loud") {
-			evs = loudEv
-		}
-		for e := evs.nextOf(t, ids[name]); e.Kind != want; e = evs.nextOf(t, ids[name]) {
-			if e.Kind != EventStarted {
-				t.Fatalf("%s: event %s, want %s", name, e.Kind, want)
+	// Each job is started, then ends as wanted. The two jobs of a queue run at once, so their
+	// events interleave: read each queue's until both of its jobs have ended.
+	for _, queue := range []struct {
+		evs  *events
+		want map[ulid.ULID]EventKind
+	}{
+		{quietEv, map[ulid.ULID]EventKind{ids["quiet ok"]: EventCompleted, ids["quiet failed"]: EventFailed}},
+		{loudEv, map[ulid.ULID]EventKind{ids["loud ok"]: EventCompleted, ids["loud failed"]: EventFailed}},
+	} {
+		for len(queue.want) > 0 {
+			e := receive(t, queue.evs.ch, 30*time.Second, "the events of the queue's jobs")
+			switch want, ok := queue.want[e.JobID]; {
+			case !ok:
+			case e.Kind == want:
+				delete(queue.want, e.JobID)
+			case e.Kind != EventStarted:
+				t.Fatalf("job %s: event %s, want %s", e.JobID, e.Kind, want)
 			}
 		}
 	}
