@@ -271,8 +271,7 @@ func nullIfEmpty(s string) *string {
 // code that knows no queue's payload type: an admin endpoint, a CLI. It pages as Queue.Jobs does,
 // queue by queue: the first queue's jobs in run order with their places, then the next queue's.
 // Without opts.Queues it goes through the queues in name order, finding each next queue with one
-// probe of each wanted status's index, so a page costs the same however many queues and jobs the
-// table holds.
+// probe of each wanted status's index: a page reads the queues on it, never the whole table.
 func (c *Client) Jobs(ctx context.Context, opts *ListOptions) (*JobPage[json.RawMessage], error) {
 	var o ListOptions
 	if opts != nil {
