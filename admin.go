@@ -44,6 +44,7 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
+// setPaused pauses or resumes queue through db, and notifies its workers (on commit, in a tx).
 func setPaused(ctx context.Context, db execer, queue string, paused bool) error {
 	if _, err := db.Exec(ctx, setPausedSQL, queue, paused); err != nil {
 		op := "resume"
