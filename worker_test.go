@@ -291,18 +291,8 @@ func TestJobLogLevel(t *testing.T) {
 		}
 		ids[c.name] = job.ID
 	}
-	for name, want := range map[string]EventKind{"quiet ok": EventCompleted, "quiet failed": EventFailed,
-		"loud ok": EventCompleted, "loud failed": EventFailed} {
-		evs := quietEv
-		if strings.HasPrefix(name, "loud") {
-			evs = loudEv
-		}
-		for e := evs.nextOf(t, ids[name]); e.Kind != want; e = evs.nextOf(t, ids[name]) {
-			if e.Kind != EventStarted {
-				t.Fatalf("%s: event %s, want %s", name, e.Kind, want)
-			}
-		}
-	}
+	quietEv.outcomes(t, map[ulid.ULID]EventKind{ids["quiet ok"]: EventCompleted, ids["quiet failed"]: EventFailed})
+	loudEv.outcomes(t, map[ulid.ULID]EventKind{ids["loud ok"]: EventCompleted, ids["loud failed"]: EventFailed})
 	logs := out.String()
 	if strings.Contains(logs, "quietlogs") {
 		t.Errorf("per-job lines of a worker with the default JobLogLevel at Info:\n%s", logs)
