@@ -56,7 +56,7 @@ func (q *Queue[T]) EnqueueManySQLTx(ctx context.Context, tx *sql.Tx, payloads []
 		p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.repeatCount, p.repeatEvery).
 		Scan(&inserted, &notified)
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: enqueue many to %s: %w", q.name, err)
+		return nil, wrapf(err, "enqueue many to %s", q.name)
 	}
 	return ids, nil
 }

@@ -83,9 +83,11 @@ type opError struct {
 	err error
 }
 
-// wrapf returns err as the cause of the operation that format and args describe.
+// wrapf returns err as the cause of the operation that format and args describe. A statement's
+// error that names a table, column or function the schema lacks is explained as a schema at the
+// wrong version (explainSchemaError).
 func wrapf(err error, format string, args ...any) error {
-	return &opError{op: fmt.Sprintf(format, args...), err: err}
+	return &opError{op: fmt.Sprintf(format, args...), err: explainSchemaError(err)}
 }
 
 // Error returns "pgqueue: <op>: <cause>".
