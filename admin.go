@@ -3,24 +3,55 @@ package pgqueue
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/oklog/ulid/v2"
 )
 
+// The admin calls come in pairs: Cancel, Retry, Delete, Pause and Resume commit their change
+// themselves; the Tx variants make it inside the caller's pgx.Tx. Client.CancelJob, RetryJob and
+// DeleteJob, and their Tx variants, do the same by id alone, whichever the job's queue.
+
 // Pause stops the queue's workers, in every process, from starting jobs: they stop claiming at
 // once (jobs already running finish). The pause is stored in pgqueue_queues and lasts until
 // Resume. Enqueuing into a paused queue still works.
-func (q *Queue[T]) Pause(ctx context.Context) error { return q.setPaused(ctx, true) }
+func (q *Queue[T]) Pause(ctx context.Context) error { return setPaused(ctx, q.c.pool, q.name, true) }
+
+// PauseTx is Pause inside the caller's transaction tx: the queue is paused if and only if tx
+// commits, and its workers stop claiming when it commits.
+func (q *Queue[T]) PauseTx(ctx context.Context, tx pgx.Tx) error {
+	if tx == nil {
+		return invalidf("PauseTx needs a transaction")
+	}
+	return setPaused(ctx, tx, q.name, true)
+}
 
 // Resume lets the queue's workers start jobs again, and wakes them at once.
-func (q *Queue[T]) Resume(ctx context.Context) error { return q.setPaused(ctx, false) }
+func (q *Queue[T]) Resume(ctx context.Context) error { return setPaused(ctx, q.c.pool, q.name, false) }
 
-func (q *Queue[T]) setPaused(ctx context.Context, paused bool) error {
-	if _, err := q.c.pool.Exec(ctx, setPausedSQL, q.name, paused); err != nil {
-		return fmt.Errorf("pgqueue: pause %s: %w", q.name, err)
+// ResumeTx is Resume inside the caller's transaction tx: the queue is resumed if and only if tx
+// commits, and its workers are woken when it commits.
+func (q *Queue[T]) ResumeTx(ctx context.Context, tx pgx.Tx) error {
+	if tx == nil {
+		return invalidf("ResumeTx needs a transaction")
+	}
+	return setPaused(ctx, tx, q.name, false)
+}
+
+// execer is what the queue-wide admin calls need of a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// setPaused pauses or resumes queue through db, and notifies its workers (on commit, in a tx).
+func setPaused(ctx context.Context, db execer, queue string, paused bool) error {
+	if _, err := db.Exec(ctx, setPausedSQL, queue, paused); err != nil {
+		op := "resume"
+		if paused {
+			op = "pause"
+		}
+		return wrapf(err, "%s %s", op, queue)
 	}
 	return nil
 }
@@ -31,16 +62,34 @@ func (q *Queue[T]) setPaused(ctx context.Context, paused bool) error {
 // returns is ignored. Cancelling a cancelled job does nothing. It returns ErrNotFound if the
 // queue has no such job, and ErrJobFinished if the job has already completed or failed.
 func (q *Queue[T]) Cancel(ctx context.Context, id ulid.ULID) error {
+	return cancelJob(ctx, q.c.pool, id, q.name)
+}
+
+// CancelTx is Cancel inside the caller's transaction tx: the job is cancelled if and only if tx
+// commits, and the worker running it is told when tx commits (NOTIFY is delivered on commit),
+// then cancels the handler's context as with Cancel.
+// Until tx ends the job's row stays locked: a worker running the job waits for tx when it next
+// extends its leases or settles its jobs, so keep tx short.
+func (q *Queue[T]) CancelTx(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
+	if tx == nil {
+		return invalidf("CancelTx needs a transaction")
+	}
+	return cancelJob(ctx, tx, id, q.name)
+}
+
+// cancelJob cancels job id of queue, or of any queue when queue is empty, through db.
+func cancelJob(ctx context.Context, db querier, id ulid.ULID, queue string) error {
 	var was Status
 	var notified int
-	err := q.c.pool.QueryRow(ctx, cancelSQL, [16]byte(id), q.name).Scan(&was, &notified)
+	// The scan replaces queue by the job's own, for the messages below.
+	err := db.QueryRow(ctx, cancelSQL, [16]byte(id), nullIfEmpty(queue)).Scan(&was, &queue, &notified)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("pgqueue: cancel %s in %s: %w", id, q.name, ErrNotFound)
+		return wrapf(ErrNotFound, "cancel %s", jobRef(id, queue))
 	case err != nil:
-		return fmt.Errorf("pgqueue: cancel %s in %s: %w", id, q.name, err)
+		return wrapf(err, "cancel %s", jobRef(id, queue))
 	case was == StatusCompleted || was == StatusFailed:
-		return fmt.Errorf("pgqueue: cancel %s in %s: %w", id, q.name, ErrJobFinished)
+		return wrapf(ErrJobFinished, "cancel %s", jobRef(id, queue))
 	}
 	return nil
 }
@@ -51,24 +100,41 @@ func (q *Queue[T]) Cancel(ctx context.Context, id ulid.ULID) error {
 // queue has no such job, ErrJobRunning if the job is running, and ErrDuplicate if the job has a
 // unique key that a live job of the queue holds now.
 func (q *Queue[T]) Retry(ctx context.Context, id ulid.ULID) error {
+	return retryJob(ctx, q.c.pool, id, q.name)
+}
+
+// RetryTx is Retry inside the caller's transaction tx: the job is made available if and only if
+// tx commits, and the queue's workers are woken when it commits.
+// Until tx ends the job's row stays locked: a worker running the job waits for tx when it next
+// extends its leases or settles its jobs, so keep tx short.
+func (q *Queue[T]) RetryTx(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
+	if tx == nil {
+		return invalidf("RetryTx needs a transaction")
+	}
+	return retryJob(ctx, tx, id, q.name)
+}
+
+// retryJob retries job id of queue, or of any queue when queue is empty, through db.
+func retryJob(ctx context.Context, db querier, id ulid.ULID, queue string) error {
 	var was Status
 	var notified int
-	err := q.c.pool.QueryRow(ctx, retrySQL, [16]byte(id), q.name).Scan(&was, &notified)
+	err := db.QueryRow(ctx, retrySQL, [16]byte(id), nullIfEmpty(queue)).Scan(&was, &queue, &notified)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("pgqueue: retry %s in %s: %w", id, q.name, ErrNotFound)
+		return wrapf(ErrNotFound, "retry %s", jobRef(id, queue))
 	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "pgqueue_jobs_unique_idx":
-		return fmt.Errorf("pgqueue: retry %s in %s: %w", id, q.name, ErrDuplicate)
+		return wrapf(ErrDuplicate, "retry %s", jobRef(id, queue))
 	case err != nil:
-		return fmt.Errorf("pgqueue: retry %s in %s: %w", id, q.name, err)
+		return wrapf(err, "retry %s", jobRef(id, queue))
 	case was == StatusRunning:
-		return fmt.Errorf("pgqueue: retry %s in %s: %w", id, q.name, ErrJobRunning)
+		return wrapf(ErrJobRunning, "retry %s", jobRef(id, queue))
 	}
 	return nil
 }
 
-// DeleteOptions are the options of Queue.Delete. A nil *DeleteOptions means defaults.
+// DeleteOptions are the options of the delete calls (Queue.Delete, Client.DeleteJob and their Tx
+// variants). A nil *DeleteOptions means defaults.
 type DeleteOptions struct {
 	// Cancel lets Delete delete a running job: its worker is told to stop, as with Cancel, and
 	// the row is deleted. Defaults to false: a running job is refused with ErrJobRunning.
@@ -78,20 +144,44 @@ type DeleteOptions struct {
 // Delete deletes a job, whatever its status, except that a running job is refused with
 // ErrJobRunning unless opts.Cancel is set. It returns ErrNotFound if the queue has no such job.
 func (q *Queue[T]) Delete(ctx context.Context, id ulid.ULID, opts *DeleteOptions) error {
+	return deleteJob(ctx, q.c.pool, id, q.name, opts)
+}
+
+// DeleteTx is Delete inside the caller's transaction tx: the job is deleted if and only if tx
+// commits, and a worker running it (opts.Cancel) is told when tx commits.
+// Until tx ends the job's row stays locked: a worker running the job waits for tx when it next
+// extends its leases or settles its jobs, so keep tx short.
+func (q *Queue[T]) DeleteTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, opts *DeleteOptions) error {
+	if tx == nil {
+		return invalidf("DeleteTx needs a transaction")
+	}
+	return deleteJob(ctx, tx, id, q.name, opts)
+}
+
+// deleteJob deletes job id of queue, or of any queue when queue is empty, through db.
+func deleteJob(ctx context.Context, db querier, id ulid.ULID, queue string, opts *DeleteOptions) error {
 	cancel := opts != nil && opts.Cancel
 	var was Status
 	var deleted bool
 	var notified int
-	err := q.c.pool.QueryRow(ctx, deleteSQL, [16]byte(id), q.name, cancel).Scan(&was, &deleted, &notified)
+	err := db.QueryRow(ctx, deleteSQL, [16]byte(id), nullIfEmpty(queue), cancel).Scan(&was, &deleted, &queue, &notified)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("pgqueue: delete %s in %s: %w", id, q.name, ErrNotFound)
+		return wrapf(ErrNotFound, "delete %s", jobRef(id, queue))
 	case err != nil:
-		return fmt.Errorf("pgqueue: delete %s in %s: %w", id, q.name, err)
+		return wrapf(err, "delete %s", jobRef(id, queue))
 	case !deleted:
-		return fmt.Errorf("pgqueue: delete %s in %s: %w", id, q.name, ErrJobRunning)
+		return wrapf(ErrJobRunning, "delete %s", jobRef(id, queue))
 	}
 	return nil
+}
+
+// jobRef names job id of queue (if known) in an error message.
+func jobRef(id ulid.ULID, queue string) string {
+	if queue == "" {
+		return "job " + id.String()
+	}
+	return "job " + id.String() + " in " + queue
 }
 
 // DeleteWaiting deletes every waiting (scheduled or available) job of the queue in one
@@ -99,7 +189,53 @@ func (q *Queue[T]) Delete(ctx context.Context, id ulid.ULID, opts *DeleteOptions
 func (q *Queue[T]) DeleteWaiting(ctx context.Context) (int, error) {
 	var n, notified int
 	if err := q.c.pool.QueryRow(ctx, deleteWaitingSQL, q.name).Scan(&n, &notified); err != nil {
-		return 0, fmt.Errorf("pgqueue: delete waiting jobs of %s: %w", q.name, err)
+		return 0, wrapf(err, "delete waiting jobs of %s", q.name)
 	}
 	return n, nil
+}
+
+// CancelJob is Queue.Cancel for the job with the given id, whichever its queue: for code that
+// knows an id but not the job's queue or payload type.
+func (c *Client) CancelJob(ctx context.Context, id ulid.ULID) error {
+	return cancelJob(ctx, c.pool, id, "")
+}
+
+// CancelJobTx is CancelJob inside the caller's transaction tx: the job is cancelled if and only if
+// tx commits, and the worker running it is told when tx commits. As with Queue.CancelTx, the
+// job's row stays locked until tx ends.
+func (c *Client) CancelJobTx(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
+	if tx == nil {
+		return invalidf("CancelJobTx needs a transaction")
+	}
+	return cancelJob(ctx, tx, id, "")
+}
+
+// RetryJob is Queue.Retry for the job with the given id, whichever its queue.
+func (c *Client) RetryJob(ctx context.Context, id ulid.ULID) error {
+	return retryJob(ctx, c.pool, id, "")
+}
+
+// RetryJobTx is RetryJob inside the caller's transaction tx: the job is made available if and
+// only if tx commits, and its queue's workers are woken when it commits. As with Queue.RetryTx,
+// the job's row stays locked until tx ends.
+func (c *Client) RetryJobTx(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
+	if tx == nil {
+		return invalidf("RetryJobTx needs a transaction")
+	}
+	return retryJob(ctx, tx, id, "")
+}
+
+// DeleteJob is Queue.Delete for the job with the given id, whichever its queue.
+func (c *Client) DeleteJob(ctx context.Context, id ulid.ULID, opts *DeleteOptions) error {
+	return deleteJob(ctx, c.pool, id, "", opts)
+}
+
+// DeleteJobTx is DeleteJob inside the caller's transaction tx: the job is deleted if and only if
+// tx commits, and a worker running it (opts.Cancel) is told when tx commits. As with
+// Queue.DeleteTx, the job's row stays locked until tx ends.
+func (c *Client) DeleteJobTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, opts *DeleteOptions) error {
+	if tx == nil {
+		return invalidf("DeleteJobTx needs a transaction")
+	}
+	return deleteJob(ctx, tx, id, "", opts)
 }

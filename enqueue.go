@@ -248,7 +248,7 @@ func (q *Queue[T]) enqueue(ctx context.Context, db enqueueConn, autocommit bool,
 		p.delayUs, p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery).
 		Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
+		return nil, wrapf(err, "enqueue to %s", q.name)
 	}
 	if !notify {
 		q.c.notifier.committed(q.name, wakeMessage(j.Status, q.name))
@@ -270,11 +270,11 @@ func (q *Queue[T]) enqueueUnique(ctx context.Context, db enqueueConn, j *Job[T],
 			return j, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("pgqueue: enqueue to %s: %w", q.name, err)
+			return nil, wrapf(err, "enqueue to %s", q.name)
 		}
 		found, err := db.uniqueJob(ctx, q.name, p.uniqueKey)
 		if err != nil {
-			return nil, fmt.Errorf("pgqueue: enqueue to %s: find duplicate: %w", q.name, err)
+			return nil, wrapf(err, "enqueue to %s: find duplicate", q.name)
 		}
 		if len(found) == 0 && tries < 3 {
 			continue // the live job finished meanwhile: try the insert again
@@ -304,7 +304,7 @@ func (q *Queue[T]) EnqueueMany(ctx context.Context, payloads []T, opts *EnqueueO
 	}
 	tx, err := q.c.pool.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: enqueue many to %s: begin: %w", q.name, err)
+		return nil, wrapf(err, "enqueue many to %s: begin", q.name)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	ids, err := q.EnqueueManyTx(ctx, tx, payloads, opts)
@@ -312,7 +312,7 @@ func (q *Queue[T]) EnqueueMany(ctx context.Context, payloads []T, opts *EnqueueO
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("pgqueue: enqueue many to %s: commit: %w", q.name, err)
+		return nil, wrapf(err, "enqueue many to %s: commit", q.name)
 	}
 	return ids, nil
 }
@@ -336,7 +336,7 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 
 	status, runAt, err := scheduleMany(ctx, tx, p)
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: enqueue many to %s: %w", q.name, err)
+		return nil, wrapf(err, "enqueue many to %s", q.name)
 	}
 	columns := []string{"id", "queue", "priority", "payload", "max_attempts", "retry_delay",
 		"repeat_remaining", "repeat_every"}
@@ -356,10 +356,10 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 		return row, nil
 	})
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pgqueue_jobs"}, columns, rows); err != nil {
-		return nil, fmt.Errorf("pgqueue: enqueue many to %s: copy: %w", q.name, err)
+		return nil, wrapf(err, "enqueue many to %s: copy", q.name)
 	}
 	if _, err := tx.Exec(ctx, notifySQL, wakeMessage(status, q.name)); err != nil {
-		return nil, fmt.Errorf("pgqueue: enqueue many to %s: notify: %w", q.name, err)
+		return nil, wrapf(err, "enqueue many to %s: notify", q.name)
 	}
 	return ids, nil
 }

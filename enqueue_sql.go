@@ -56,7 +56,7 @@ func (q *Queue[T]) EnqueueManySQLTx(ctx context.Context, tx *sql.Tx, payloads []
 		p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.repeatCount, p.repeatEvery).
 		Scan(&inserted, &notified)
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: enqueue many to %s: %w", q.name, err)
+		return nil, wrapf(err, "enqueue many to %s", q.name)
 	}
 	return ids, nil
 }
@@ -105,7 +105,7 @@ func (c sqlConn) uniqueJob(ctx context.Context, queue, key string) ([]*entryRow,
 	var found []*entryRow
 	for rows.Next() {
 		r := new(entryRow)
-		err := rows.Scan((*uuidText)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
+		err := rows.Scan(&r.queue, (*uuidText)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
 			&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
 			&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.place)
 		if err != nil {

@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -33,22 +34,27 @@ var (
 	ErrJobTimeout = errors.New("pgqueue: job timed out")
 
 	// ErrCancelled is the cause (context.Cause) of a running job's context when the job was
-	// cancelled (Queue.Cancel, or Queue.Delete with Cancel). Its outcome is discarded.
+	// cancelled (Queue.Cancel, or Queue.Delete with Cancel, or their Tx and Client variants). Its
+	// outcome is discarded.
 	ErrCancelled = errors.New("pgqueue: job cancelled")
 
 	// ErrNotFound is returned when the queue has no job with the given id. A job of another
-	// queue is not found either.
+	// queue is not found either. The Client's calls by id (Client.Job, Client.CancelJob, …) look
+	// in every queue.
 	ErrNotFound = errors.New("pgqueue: job not found")
 
-	// ErrJobRunning is returned by Queue.Delete for a running job unless DeleteOptions.Cancel is
-	// set, and by Queue.Retry for a running job.
+	// ErrJobRunning is returned by the delete calls (Queue.Delete, DeleteTx, Client.DeleteJob,
+	// DeleteJobTx) for a running job unless DeleteOptions.Cancel is set, and by the retry calls
+	// for a running job.
 	ErrJobRunning = errors.New("pgqueue: job is running")
 
-	// ErrJobFinished is returned by Queue.Cancel for a job that has already completed or failed.
+	// ErrJobFinished is returned by the cancel calls (Queue.Cancel, CancelTx, Client.CancelJob,
+	// CancelJobTx) for a job that has already completed or failed.
 	ErrJobFinished = errors.New("pgqueue: job already finished")
 
-	// ErrDuplicate is returned by Queue.Retry when the job has a unique key and another live job
-	// of the queue has the same key.
+	// ErrDuplicate is returned by the retry calls (Queue.Retry, RetryTx, Client.RetryJob,
+	// RetryJobTx) when the job has a unique key and another live job of the queue has the same
+	// key.
 	ErrDuplicate = errors.New("pgqueue: a live job has the same unique key")
 
 	// ErrNotHeld is returned by Job.Update and Job.CompleteTx on a job that no handler holds
@@ -68,6 +74,29 @@ var (
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
 }
+
+// opError is the error of an operation that failed: what was being done, and why. Its message
+// names the package once: "pgqueue: <op>: <cause>", the "pgqueue: " that starts the cause's own
+// message (a sentinel's, or another opError's) dropped. errors.Is and errors.As see the cause.
+type opError struct {
+	op  string
+	err error
+}
+
+// wrapf returns err as the cause of the operation that format and args describe. A statement's
+// error that names a table, column or function the schema lacks is explained as a schema at the
+// wrong version (explainSchemaError).
+func wrapf(err error, format string, args ...any) error {
+	return &opError{op: fmt.Sprintf(format, args...), err: explainSchemaError(err)}
+}
+
+// Error returns "pgqueue: <op>: <cause>".
+func (e *opError) Error() string {
+	return "pgqueue: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "pgqueue: ")
+}
+
+// Unwrap returns the cause.
+func (e *opError) Unwrap() error { return e.err }
 
 // PanicError is the error recorded for an attempt whose handler panicked. The worker recovers
 // the panic, records the value and the stack in the job's errors, and retries the job like any

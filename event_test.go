@@ -116,6 +116,29 @@ func (e *events) nextOf(t testing.TB, id ulid.ULID) Event {
 	}
 }
 
+// outcomes reads events until each job of want has had an outcome, whatever the order in which
+// the jobs' events interleave, and fails unless every job had its wanted one (a job may start
+// first, and nothing else).
+func (e *events) outcomes(t testing.TB, want map[ulid.ULID]EventKind) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for left := len(want); left > 0; {
+		select {
+		case ev := <-e.ch:
+			kind, ok := want[ev.JobID]
+			switch {
+			case !ok || ev.Kind == EventStarted:
+			case ev.Kind != kind:
+				t.Fatalf("job %s: event %s, want %s", ev.JobID, ev.Kind, kind)
+			default:
+				left--
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for the outcomes of %d jobs", left)
+		}
+	}
+}
+
 // Each attempt is reported as started before its outcome, and every event carries what a log
 // line needs: the queue, the job, the attempt out of how many, the worker, how long the handler
 // ran, the error and when the job runs again.

@@ -1,11 +1,52 @@
 package pgqueue
 
 import (
+	"encoding/hex"
 	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 )
+
+// ParseID parses a job id given in either form: the ULID the API speaks
+// ("01JDQ7Z3N2X8W5V0K4R6T9M1CE", 26 characters of Crockford's base 32, either case), or the uuid
+// that pgqueue_jobs.id holds and psql shows ("01936e7f-8ea2-ea38-5d82-64c1b49a058e", 32 hex
+// digits with or without its hyphens). Both name the same 16 bytes. Anything else is an error
+// wrapping ErrInvalidOption.
+func ParseID(s string) (ulid.ULID, error) {
+	var id ulid.ULID
+	hexDigits := s
+	if len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-' {
+		hexDigits = s[:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
+	}
+	switch {
+	case len(s) == ulid.EncodedSize:
+		if u, err := ulid.ParseStrict(s); err == nil {
+			return u, nil
+		}
+	case len(hexDigits) == 32:
+		if _, err := hex.Decode(id[:], []byte(hexDigits)); err == nil {
+			return id, nil
+		}
+	}
+	return ulid.ULID{}, invalidf("job id %q is neither a ULID (26 characters, e.g. %s) nor a uuid (e.g. %s)",
+		s, exampleULID, exampleUUID)
+}
+
+// An id in both its forms, for messages and docs.
+const (
+	exampleULID = "01JDQ7Z3N2X8W5V0K4R6T9M1CE"
+	exampleUUID = "01936e7f-8ea2-ea38-5d82-64c1b49a058e"
+)
+
+// FormatUUID returns id in the uuid form that pgqueue_jobs.id holds and psql shows, e.g.
+// "01936e7f-8ea2-ea38-5d82-64c1b49a058e", for use in SQL:
+//
+//	SELECT status, errors FROM pgqueue_jobs WHERE id = '01936e7f-8ea2-ea38-5d82-64c1b49a058e';
+func FormatUUID(id ulid.ULID) string {
+	h := hex.EncodeToString(id[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
 
 // idSource hands out ULIDs that increase strictly within the client, even within a millisecond,
 // and even if the clock steps back.

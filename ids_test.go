@@ -2,6 +2,9 @@ package pgqueue
 
 import (
 	"crypto/rand"
+	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,5 +118,54 @@ func TestIDsWaitWithoutTheLock(t *testing.T) {
 	clock.Store(1_003)
 	if fourth := receive(t, got, 5*time.Second, "an id once the clock is back"); fourth.Compare(third) <= 0 {
 		t.Fatalf("id %s does not follow %s", fourth, third)
+	}
+}
+
+// ParseID takes an id as a ULID or as the uuid psql shows (with or without hyphens, either
+// case), and refuses anything else with ErrInvalidOption, quoting what it was given.
+func TestParseID(t *testing.T) {
+	t.Parallel()
+	id := ulid.MustParse(exampleULID)
+	for _, s := range []string{
+		exampleULID, strings.ToLower(exampleULID), exampleUUID, strings.ToUpper(exampleUUID),
+		strings.ReplaceAll(exampleUUID, "-", ""),
+	} {
+		got, err := ParseID(s)
+		if err != nil || got != id {
+			t.Errorf("ParseID(%q) = %s, %v; want %s", s, got, err, id)
+		}
+	}
+	if FormatUUID(id) != exampleUUID {
+		t.Errorf("FormatUUID(%s) = %s, want %s", id, FormatUUID(id), exampleUUID)
+	}
+	for _, s := range []string{
+		"", "01JDQ7Z3N2X8W5V0K4R6T9M1C", "01JDQ7Z3N2X8W5V0K4R6T9M1CEX", "01JDQ7Z3N2X8W5V0K4R6T9M1CU",
+		"81JDQ7Z3N2X8W5V0K4R6T9M1CE", // beyond ULID's 128 bits
+		"01936e7f-8ea2-ea38-5d82-64c1b49a058", "01936e7f8-ea2-ea38-5d82-64c1b49a058e",
+		"01936e7f-8ea2-ea38-5d82-64c1b49a058g", "{01936e7f-8ea2-ea38-5d82-64c1b49a058e}",
+	} {
+		_, err := ParseID(s)
+		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), strconv.Quote(s)) {
+			t.Errorf("ParseID(%q) = %v, want ErrInvalidOption quoting the input", s, err)
+		}
+	}
+}
+
+// FormatUUID writes what Postgres writes for the same 16 bytes, and ParseID reads it back.
+func TestIDFormsAgreeWithPostgres(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for range 100 {
+		id := ulid.Make()
+		var shown string
+		if err := b.pool.QueryRow(t.Context(), "SELECT $1::uuid::text", [16]byte(id)).Scan(&shown); err != nil {
+			t.Fatal(err)
+		}
+		if shown != FormatUUID(id) {
+			t.Fatalf("Postgres shows %s, FormatUUID gives %s", shown, FormatUUID(id))
+		}
+		if back, err := ParseID(shown); err != nil || back != id {
+			t.Fatalf("ParseID(%s) = %s, %v; want %s", shown, back, err, id)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package pgqueue
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,47 +43,51 @@ type AttemptError struct {
 
 // Job is a job of a queue whose payloads have type T.
 //
+// A Job marshals to JSON that an API can return as it is: snake_case names, the payload as T
+// marshals it, RepeatEvery as a duration string (e.g. "1m30s"), and zero times and empty fields
+// left out. It unmarshals from the same form.
+//
 // A handler receives a *Job[T] for the attempt it runs, and may call Update and CompleteTx on it;
 // the enqueue calls and the listings return Jobs describing rows as they were read.
 type Job[T any] struct {
 	// ID identifies the job: a ULID, so ids sort by creation time.
-	ID ulid.ULID
+	ID ulid.ULID `json:"id"`
 	// Queue is the name of the job's queue.
-	Queue string
+	Queue string `json:"queue"`
 	// Payload is the job's data, stored as JSON.
-	Payload T
+	Payload T `json:"payload"`
 	// Status is the job's state when this value was read.
-	Status Status
+	Status Status `json:"status"`
 	// Priority orders runnable jobs: higher runs first, then older ids.
-	Priority int
+	Priority int `json:"priority"`
 	// Attempt is the number of attempts started so far; a handler sees 1 on the first attempt.
-	Attempt int
+	Attempt int `json:"attempt"`
 	// MaxAttempts is how many attempts the job may use before it ends failed.
-	MaxAttempts int
+	MaxAttempts int `json:"max_attempts"`
 	// RunAt is the earliest time the job may run.
-	RunAt time.Time
+	RunAt time.Time `json:"run_at,omitzero"`
 	// CreatedAt is when the job was enqueued, by the database clock.
-	CreatedAt time.Time
+	CreatedAt time.Time `json:"created_at,omitzero"`
 	// AttemptedAt is when its latest attempt started; zero if none has.
-	AttemptedAt time.Time
+	AttemptedAt time.Time `json:"attempted_at,omitzero"`
 	// FinishedAt is when it completed, failed or was cancelled; zero while it is live.
-	FinishedAt time.Time
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// Errors holds the errors of earlier failed attempts, oldest first.
-	Errors []AttemptError
+	Errors []AttemptError `json:"errors,omitempty"`
 	// UniqueKey is the job's unique key; empty if it has none.
-	UniqueKey string
+	UniqueKey string `json:"unique_key,omitempty"`
 	// RepeatRemaining is how many more runs follow this one when it succeeds; RepeatForever
 	// for no end.
-	RepeatRemaining int
+	RepeatRemaining int `json:"repeat_remaining,omitempty"`
 	// RepeatEvery is the delay before each repeat.
-	RepeatEvery time.Duration
+	RepeatEvery time.Duration `json:"repeat_every,omitzero"`
 	// LockedBy names the worker running the job (Config.ID); empty unless running.
-	LockedBy string
+	LockedBy string `json:"locked_by,omitempty"`
 	// LockUntil is the end of the running attempt's lease when this value was read.
-	LockUntil time.Time
+	LockUntil time.Time `json:"lock_until,omitzero"`
 	// Duplicate is set on the Job returned by an enqueue with a UniqueKey when a live job of the
 	// queue already had that key: that job is returned and nothing was inserted.
-	Duplicate bool
+	Duplicate bool `json:"duplicate,omitempty"`
 
 	held *attempt // the attempt a handler's Job belongs to; nil on other Jobs
 }
@@ -103,10 +106,10 @@ func (j *Job[T]) Update(ctx context.Context, payload T) error {
 	}
 	tag, err := c.pool.Exec(ctx, updatePayloadSQL, [16]byte(j.ID), j.held.token, body)
 	if err != nil {
-		return fmt.Errorf("pgqueue: update job %s: %w", j.ID, err)
+		return wrapf(err, "update job %s", j.ID)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("pgqueue: update job %s: lock lost: %w", j.ID, ErrNotHeld)
+		return wrapf(ErrNotHeld, "update job %s: lock lost", j.ID)
 	}
 	j.Payload = payload
 	return nil
@@ -135,12 +138,12 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	// the lease apart and the completer reports the job completed. On any failure the attempt is
 	// running again, and its lock is checked as any other's.
 	if !rt.beginCompleteTx(a) {
-		return fmt.Errorf("pgqueue: complete job %s: lock lost: %w", j.ID, ErrNotHeld)
+		return wrapf(ErrNotHeld, "complete job %s: lock lost", j.ID)
 	}
 	xact, err := completeInTx(ctx, tx, a, rt.c.ids.next(1)[0])
 	rt.endCompleteTx(a, xact)
 	if err != nil {
-		return fmt.Errorf("pgqueue: complete job %s: %w", j.ID, err)
+		return wrapf(err, "complete job %s", j.ID)
 	}
 	return nil
 }
@@ -167,7 +170,7 @@ func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (x
 		return "", err
 	}
 	if done.RowsAffected() == 0 {
-		return "", fmt.Errorf("lock lost: %w", ErrNotHeld)
+		return "", wrapf(ErrNotHeld, "lock lost")
 	}
 	return xact, nil
 }
@@ -237,20 +240,21 @@ func decodeErrors(id ulid.ULID, raw []byte, dst *[]AttemptError) error {
 		return nil
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
-		return fmt.Errorf("pgqueue: decode errors of job %s: %w", id, err)
+		return wrapf(err, "decode errors of job %s", id)
 	}
 	return nil
 }
 
 func decodePayload[T any](id ulid.ULID, raw []byte, dst *T) error {
 	if err := json.Unmarshal(raw, dst); err != nil {
-		return fmt.Errorf("pgqueue: payload of job %s does not decode into %T: %w", id, *dst, err)
+		return wrapf(err, "payload of job %s does not decode into %T", id, *dst)
 	}
 	return nil
 }
 
 // entryRow is a job as the listing and look-up statements return it.
 type entryRow struct {
+	queue                     string // read by scanEntryRow; set by listQueue, which knows it
 	id                        ulid.ULID
 	status                    Status
 	priority, attempt, maxAtt int
@@ -268,13 +272,13 @@ type entryRow struct {
 // scanEntryRow reads one row of list_*.sql, job.sql or unique_job.sql.
 func scanEntryRow(row pgx.CollectableRow) (*entryRow, error) {
 	r := new(entryRow)
-	err := row.Scan((*[16]byte)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
+	err := row.Scan(&r.queue, (*[16]byte)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
 		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
 		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.place)
 	return r, err
 }
 
-// scanListRow reads one row of list_*.sql, which carry no place.
+// scanListRow reads one row of list_*.sql, which carry neither queue nor place.
 func scanListRow(row pgx.CollectableRow) (*entryRow, error) {
 	r := new(entryRow)
 	err := row.Scan((*[16]byte)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
@@ -285,16 +289,21 @@ func scanListRow(row pgx.CollectableRow) (*entryRow, error) {
 
 // JobEntry is a job as a listing or look-up returns it: the Job, its place in line, and, when
 // its payload no longer decodes into T, the error (the rest of the entry is still filled in).
+// Client.Job and Client.Jobs return entries whose payload is the stored JSON as it is
+// (T = json.RawMessage), for code that does not know the job's payload type.
+//
+// In JSON an entry is its Job's object with "place" added; when the payload did not decode,
+// "payload" holds the stored JSON and "payload_error" the error's message.
 type JobEntry[T any] struct {
 	Job[T]
 	// Place is the job's place in its queue: 0 running, 1, 2, … waiting (available jobs in run
 	// order, then scheduled ones in due order), -1 finished.
-	Place int
+	Place int `json:"place"`
 	// PayloadError is set when the stored payload does not decode into T; Payload is then the
 	// zero value and RawPayload holds the stored JSON.
-	PayloadError error
+	PayloadError error `json:"payload_error,omitempty"`
 	// RawPayload is the payload as stored.
-	RawPayload json.RawMessage
+	RawPayload json.RawMessage `json:"-"`
 }
 
 // decodeEntry turns a listed row into a JobEntry of queue. A payload that does not decode is

@@ -2,7 +2,10 @@ package pgqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -204,5 +207,179 @@ func TestStats(t *testing.T) {
 	if len(all.Queues) != 2 || all.Queues[0].Queue != "other" || !all.Queues[0].Paused ||
 		all.Queues[1].Available != 5 || all.Queues[1].Scheduled != 3 {
 		t.Fatalf("client stats = %+v", all.Queues)
+	}
+}
+
+// listed is an entry as a cross-queue listing is compared.
+type listed struct {
+	queue  string
+	id     ulid.ULID
+	status Status
+	place  int
+}
+
+// walkClientJobs pages through Client.Jobs with opts and returns every entry.
+func walkClientJobs(t *testing.T, c *Client, opts ListOptions) []listed {
+	t.Helper()
+	var out []listed
+	for pages := 0; ; pages++ {
+		page, err := c.Jobs(t.Context(), &opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.Limit > 0 && len(page.Jobs) > opts.Limit {
+			t.Fatalf("page of %d entries, limit %d", len(page.Jobs), opts.Limit)
+		}
+		for _, e := range page.Jobs {
+			out = append(out, listed{e.Queue, e.ID, e.Status, e.Place})
+		}
+		if page.Next == "" {
+			return out
+		}
+		if pages > 100 {
+			t.Fatal("the listing does not end")
+		}
+		opts.Cursor = page.Next
+	}
+}
+
+// walkQueueJobs lists each queue with Queue.Jobs, one after the other.
+func walkQueueJobs(t *testing.T, c *Client, statuses []Status, queues ...string) []listed {
+	t.Helper()
+	var out []listed
+	for _, name := range queues {
+		page, err := newQueue[json.RawMessage](t, c, name).Jobs(t.Context(), &ListOptions{Statuses: statuses})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Jobs {
+			out = append(out, listed{e.Queue, e.ID, e.Status, e.Place})
+		}
+	}
+	return out
+}
+
+// Client.Jobs lists the jobs of every queue, queue by queue in name order, each queue's as
+// Queue.Jobs does, whatever the page size; filters by queue and status; and gives payloads as
+// stored.
+func TestClientJobsAcrossQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	c := b.client
+	alpha := newQueue[int](t, c, "alpha")
+	beta := newQueue[string](t, c, "beta")
+	gamma := newQueue[signup](t, c, "gamma")
+	delta := newQueue[int](t, c, "delta")
+	for _, p := range []int{0, 5, 0} {
+		must(alpha.Enqueue(ctx, p, &EnqueueOptions{Priority: p}))
+	}
+	must(alpha.Enqueue(ctx, 9, &EnqueueOptions{Delay: time.Hour}))
+	must(beta.Enqueue(ctx, "x", nil))
+	must(beta.Enqueue(ctx, "y", nil))
+	failedBeta := must(beta.Enqueue(ctx, "z", nil))
+	must(gamma.Enqueue(ctx, signup{Email: "ada@example.com"}, &EnqueueOptions{Delay: time.Hour}))
+	failedDelta := must(delta.Enqueue(ctx, 1, nil))
+	b.exec("UPDATE pgqueue_jobs SET status = 'failed', finished_at = now() WHERE id = ANY ($1)",
+		[][16]byte{failedBeta.ID, failedDelta.ID})
+
+	live := walkQueueJobs(t, c, nil, "alpha", "beta", "gamma")
+	if len(live) != 7 {
+		t.Fatalf("Queue.Jobs listed %d live jobs, want 7", len(live))
+	}
+	for _, limit := range []int{1, 2, 3, 4, 7, 8, 0} {
+		if got := walkClientJobs(t, c, ListOptions{Limit: limit}); !slices.Equal(got, live) {
+			t.Fatalf("Client.Jobs with limit %d:\n%v\nwant\n%v", limit, got, live)
+		}
+	}
+	failed := []Status{StatusFailed}
+	if got, want := walkClientJobs(t, c, ListOptions{Statuses: failed, Limit: 1}), walkQueueJobs(t, c, failed, "beta", "delta"); len(got) != 2 || !slices.Equal(got, want) {
+		t.Fatalf("failed jobs: %v, want %v", got, want)
+	}
+	named := ListOptions{Queues: []string{"gamma", "alpha", "gamma", "empty"}, Limit: 2}
+	if got, want := walkClientJobs(t, c, named), walkQueueJobs(t, c, nil, "gamma", "alpha"); !slices.Equal(got, want) {
+		t.Fatalf("queues gamma and alpha: %v, want %v", got, want)
+	}
+	if got := walkClientJobs(t, c, ListOptions{Queues: []string{"empty"}}); len(got) != 0 {
+		t.Fatalf("a queue without jobs lists %v", got)
+	}
+
+	// Payloads as stored, whatever the queue's type.
+	page, err := c.Jobs(ctx, &ListOptions{Queues: []string{"gamma", "beta"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first signup
+	if err := json.Unmarshal(page.Jobs[0].Payload, &first); err != nil || first.Email != "ada@example.com" || string(page.Jobs[1].Payload) != `"x"` {
+		t.Fatalf("payloads %s, %s", page.Jobs[0].Payload, page.Jobs[1].Payload)
+	}
+
+	// A cursor belongs to its listing.
+	page, err = c.Jobs(ctx, &ListOptions{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"Client.Jobs, cursor of a queue not named": errOf(c.Jobs(ctx, &ListOptions{Queues: []string{"beta"}, Cursor: page.Next})),
+		"Queue.Jobs, cursor of another queue":      errOf(beta.Jobs(ctx, &ListOptions{Cursor: page.Next})),
+		"Queue.Jobs with Queues":                   errOf(alpha.Jobs(ctx, &ListOptions{Queues: []string{"alpha"}})),
+		"Client.Jobs, bad queue name":              errOf(c.Jobs(ctx, &ListOptions{Queues: []string{"a b"}})),
+		"Client.Jobs, bad cursor":                  errOf(c.Jobs(ctx, &ListOptions{Cursor: "x"})),
+	} {
+		if !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s = %v, want ErrInvalidOption", name, err)
+		}
+	}
+	// A cursor of Queue.Jobs continues that queue's listing in Client.Jobs too.
+	one, err := alpha.Jobs(ctx, &ListOptions{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := walkClientJobs(t, c, ListOptions{Queues: []string{"alpha"}, Cursor: one.Next})
+	if want := walkQueueJobs(t, c, nil, "alpha")[1:]; !slices.Equal(rest, want) {
+		t.Fatalf("continued listing %v, want %v", rest, want)
+	}
+}
+
+// Finding the next queue of a listing is a probe of an index, not a scan: it touches a few
+// buffers whether the table holds ten jobs per queue or a thousand, with a custom plan and with
+// the generic plan a prepared statement settles on.
+func TestNextQueuePlan(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range 50 {
+		q := newQueue[int](t, b.client, fmt.Sprintf("q%03d", i))
+		if _, err := q.EnqueueMany(t.Context(), make([]int, 1000), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.exec("VACUUM ANALYZE pgqueue_jobs")
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		tx, err := b.pool.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(t.Context(), "SET LOCAL plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		var plan []byte
+		err = tx.QueryRow(t.Context(), "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+nextQueueSQL,
+			"q010", []string{"running", "available", "scheduled"}).Scan(&plan)
+		_ = tx.Rollback(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parsed []struct {
+			Plan map[string]any `json:"Plan"`
+		}
+		if err := json.Unmarshal(plan, &parsed); err != nil {
+			t.Fatal(err)
+		}
+		hit, _ := parsed[0].Plan["Shared Hit Blocks"].(float64)
+		read, _ := parsed[0].Plan["Shared Read Blocks"].(float64)
+		t.Logf("%s: next_queue touched %v buffers", mode, hit+read)
+		if hit+read > 40 {
+			t.Fatalf("%s: next_queue touched %v buffers over 50,000 jobs:\n%s", mode, hit+read, plan)
+		}
 	}
 }

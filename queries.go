@@ -60,6 +60,8 @@ var (
 	migrateLockSQL string
 	//go:embed sql/migrate_unlock.sql
 	migrateUnlockSQL string
+	//go:embed sql/next_queue.sql
+	nextQueueSQL string
 	//go:embed sql/notify.sql
 	notifySQL string
 	//go:embed sql/notify_watchers.sql

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/oklog/ulid/v2"
 	"github.com/pressly/goose/v3"
 )
 
@@ -244,4 +245,31 @@ func TestRunReportsSchemaErrors(t *testing.T) {
 		t.Logf("an error not explained (yet): %v", ev.Err)
 	}
 	b.exec("ALTER TABLE pgqueue_queues_gone RENAME TO pgqueue_queues")
+}
+
+// The calls an application makes against a schema that has only pgqueue's first migration fail
+// wrapping ErrSchemaVersion, with the package named once.
+func TestCallsOnAnOldSchema(t *testing.T) {
+	t.Parallel()
+	b := emptyBundle(t)
+	ctx := t.Context()
+	if _, err := b.provider().UpTo(ctx, 20261129120000); err != nil {
+		t.Fatal(err)
+	}
+	client, err := NewClient(b.pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := must(NewQueue[int](client, "old"))
+	_, enqueueErr := q.Enqueue(ctx, 1, &EnqueueOptions{UniqueKey: "k"})
+	_, manyErr := q.EnqueueMany(ctx, []int{1, 2}, nil)
+	_, statsErr := q.Stats(ctx)
+	_, jobErr := client.Job(ctx, ulid.Make())
+	for name, err := range map[string]error{"Enqueue": enqueueErr, "EnqueueMany": manyErr, "Stats": statsErr,
+		"Pause": q.Pause(ctx), "Client.Job": jobErr} {
+		if !errors.Is(err, ErrSchemaVersion) || strings.Count(err.Error(), "pgqueue:") != 1 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

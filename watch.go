@@ -92,7 +92,7 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("pgqueue: watch %s: %w", q.name, err)
+		return nil, wrapf(err, "watch %s", q.name)
 	}
 	if !w.register() {
 		w.sub.close()
@@ -176,7 +176,7 @@ func (w *watch) forward(ctx context.Context, out chan<- Change) {
 // renew records that the queue is watched for another watchTTL.
 func (w *watch) renew(ctx context.Context) error {
 	if _, err := w.c.pool.Exec(ctx, watchSQL, w.queue, watchTTL.Milliseconds()); err != nil {
-		return fmt.Errorf("pgqueue: watch %s: %w", w.queue, err)
+		return wrapf(err, "watch %s", w.queue)
 	}
 	return nil
 }

@@ -291,26 +291,8 @@ func TestJobLogLevel(t *testing.T) {
 		}
 		ids[c.name] = job.ID
 	}
-	// Each job is started, then ends as wanted. The two jobs of a queue run at once, so their
-	// events interleave: read each queue's until both of its jobs have ended.
-	for _, queue := range []struct {
-		evs  *events
-		want map[ulid.ULID]EventKind
-	}{
-		{quietEv, map[ulid.ULID]EventKind{ids["quiet ok"]: EventCompleted, ids["quiet failed"]: EventFailed}},
-		{loudEv, map[ulid.ULID]EventKind{ids["loud ok"]: EventCompleted, ids["loud failed"]: EventFailed}},
-	} {
-		for len(queue.want) > 0 {
-			e := receive(t, queue.evs.ch, 30*time.Second, "the events of the queue's jobs")
-			switch want, ok := queue.want[e.JobID]; {
-			case !ok:
-			case e.Kind == want:
-				delete(queue.want, e.JobID)
-			case e.Kind != EventStarted:
-				t.Fatalf("job %s: event %s, want %s", e.JobID, e.Kind, want)
-			}
-		}
-	}
+	quietEv.outcomes(t, map[ulid.ULID]EventKind{ids["quiet ok"]: EventCompleted, ids["quiet failed"]: EventFailed})
+	loudEv.outcomes(t, map[ulid.ULID]EventKind{ids["loud ok"]: EventCompleted, ids["loud failed"]: EventFailed})
 	logs := out.String()
 	if strings.Contains(logs, "quietlogs") {
 		t.Errorf("per-job lines of a worker with the default JobLogLevel at Info:\n%s", logs)

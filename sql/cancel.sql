@@ -1,17 +1,18 @@
--- cancel: cancels job $1 of queue $2 unless it has finished: it ends 'cancelled', its lock is
--- cleared (so a worker running it is fenced off) and the queue's channel carries 'c <queue>
--- <id>', on which the worker running it cancels the handler's context. Returns the status the
--- job had; no row if the queue has no such job. Reads the primary key.
+-- cancel: cancels job $1 unless it has finished; $2 names its queue, or is NULL for a job of any
+-- queue. The job ends 'cancelled', its lock is cleared (so a worker running it is fenced off) and
+-- its queue's channel carries 'c <queue> <id>', on which the worker running it cancels the
+-- handler's context (in a transaction: once it commits). Returns the status the job had and its
+-- queue; no row if there is no such job. Reads the primary key.
 WITH target AS (
-    SELECT id, status FROM pgqueue_jobs WHERE id = $1 AND queue = $2 FOR UPDATE
+    SELECT id, queue, status FROM pgqueue_jobs WHERE id = $1 AND ($2::text IS NULL OR queue = $2) FOR UPDATE
 ), cancelled AS (
     UPDATE pgqueue_jobs AS j
     SET status = 'cancelled', finished_at = now(), lock_until = NULL, lock_token = NULL, locked_by = NULL
     FROM target
     WHERE j.id = target.id AND target.status IN ('scheduled', 'available', 'running')
-    RETURNING j.id
+    RETURNING j.id, j.queue
 ), notified AS (
-    SELECT pgqueue_notify('c ' || $2 || ' ' || encode(uuid_send(id), 'hex'))
+    SELECT pgqueue_notify('c ' || queue || ' ' || encode(uuid_send(id), 'hex'))
     FROM cancelled
 )
-SELECT target.status, (SELECT count(*) FROM notified) FROM target
+SELECT target.status, target.queue, (SELECT count(*) FROM notified) FROM target

@@ -1,6 +1,6 @@
 -- unique_job: the live job of queue $1 with unique key $2, as job.sql returns it (place omitted).
 -- Reads pgqueue_jobs_unique_idx.
-SELECT id, status, priority, attempt, max_attempts, run_at, created_at, attempted_at, finished_at,
+SELECT queue, id, status, priority, attempt, max_attempts, run_at, created_at, attempted_at, finished_at,
        payload, errors, unique_key, repeat_remaining, (extract(epoch FROM repeat_every) * 1e6)::bigint,
        locked_by, lock_until, 0
 FROM pgqueue_jobs

@@ -1,0 +1,13 @@
+-- next_queue: the first queue after $1, in name order, that has a job whose status is one of $2;
+-- NULL if none. A loose index scan: one probe, a few index entries long, into the index of each
+-- wanted status (the claim, scheduled and running indexes; pgqueue_jobs_finished_idx, where the
+-- probe steps over the queue's other finished statuses).
+SELECT least(
+    (SELECT min(queue) FROM pgqueue_jobs
+     WHERE queue > $1 AND status = 'running' AND 'running' = ANY ($2::text[])),
+    (SELECT min(queue) FROM pgqueue_jobs
+     WHERE queue > $1 AND status = 'available' AND 'available' = ANY ($2::text[])),
+    (SELECT min(queue) FROM pgqueue_jobs
+     WHERE queue > $1 AND status = 'scheduled' AND 'scheduled' = ANY ($2::text[])),
+    (SELECT min(queue) FROM pgqueue_jobs
+     WHERE queue > $1 AND status IN ('completed', 'failed', 'cancelled') AND status = ANY ($2::text[])))
