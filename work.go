@@ -48,9 +48,10 @@ type WorkResult struct {
 // WorkOne blocks until the handler has returned and its outcome is saved (and OnEvent has taken
 // the events, up to ShutdownTimeout). If ctx ends while the handler runs, the handler's context
 // is cancelled with cause ErrShutdown and the job goes back to the queue without using the attempt
-// (EventHandedBack), as at the end of Run. A database error is returned; if the outcome could not be saved, the job
-// stays running until its lease runs out, then runs again, as after a crash. WorkOne fails with
-// ErrWorkerRunning while a Run call serves the worker.
+// (EventHandedBack), as at the end of Run. A database error is returned, wrapping
+// ErrSchemaVersion when the schema is not at the version this code needs; if the outcome could
+// not be saved, the job stays running until its lease runs out, then runs again, as after a
+// crash. WorkOne fails with ErrWorkerRunning while a Run call serves the worker.
 //
 // WorkOne is for tests, scripts and one-off commands that want a job's effects before they go
 // on; a service uses Run, which runs many jobs at once and waits for more.
@@ -130,12 +131,12 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 	rt, q := s.rt, s.q
 	// What Run does at start: take back expired leases, prune, promote due jobs.
 	if _, err := rt.sendUpkeep(ctx, []upkeep{{q: q, rescue: true, promote: true}}); err != nil {
-		return nil, err
+		return nil, explainSchemaError(err)
 	}
 	wants := []claimWant{{q: q, limit: 1}}
 	claimed, sent, err := rt.claim(ctx, wants)
 	if err != nil {
-		return nil, err
+		return nil, explainSchemaError(err)
 	}
 	if len(claimed[0]) == 0 {
 		return nil, nil
@@ -193,7 +194,7 @@ func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, erro
 	o := batch[0]
 	results, err := rt.sendSettle(ctx, rt.buildSettle(batch))
 	if err != nil {
-		return nil, err
+		return nil, explainSchemaError(err)
 	}
 	rt.applySettled(ctx, batch, results)
 	res := &WorkResult{JobID: o.a.id, Attempt: o.a.attempt, Err: o.err, Elapsed: o.elapsed}

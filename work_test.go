@@ -292,3 +292,17 @@ func TestWorkUntilEmpty(t *testing.T) {
 		t.Fatalf("%d of the retry and the later job are scheduled, want both", n)
 	}
 }
+
+func TestWorkOneExplainsAnUnmigratedSchema(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, newSchema(t), 2)
+	c, err := NewClient(pool, &Config{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	w := must(newQueue[int](t, c, "work-unmigrated").NewWorker(func(context.Context, *Job[int]) error { return nil }, nil))
+	if _, err := w.WorkOne(t.Context()); !errors.Is(err, ErrSchemaVersion) {
+		t.Fatalf("WorkOne without pgqueue's tables = %v, want ErrSchemaVersion", err)
+	}
+}
