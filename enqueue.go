@@ -54,8 +54,17 @@ type EnqueueOptions struct {
 	// transaction that settles it. RepeatForever repeats without end. Defaults to 0.
 	RepeatCount int
 
-	// RepeatEvery is the delay before each repeat. Needs RepeatCount. Defaults to 0 (at once).
+	// RepeatEvery is the delay before each repeat: counted from the end of the run, unless
+	// RepeatFixedRate. Needs RepeatCount. Defaults to 0 (at once).
 	RepeatEvery time.Duration
+
+	// RepeatFixedRate makes runs keep to a fixed grid instead of drifting by the length of each
+	// run: each repeat is due at the first time RunAt + k·RepeatEvery (k = 1, 2, …, RunAt being
+	// when the first run was due) that lies after the end of the run before it. A run that
+	// overran its interval, or that no worker took until later, does not cause the missed times
+	// to be made up: the next run takes the next time of the grid. Retries of a run do not move
+	// the grid. Needs RepeatEvery. Defaults to false: RepeatEvery counts from the end of each run.
+	RepeatFixedRate bool
 }
 
 // RepeatForever, as EnqueueOptions.RepeatCount, repeats a job without end. Such a job is found
@@ -73,6 +82,7 @@ type enqueueParams struct {
 	uniqueKey   string
 	repeatCount int32
 	repeatEvery *int64 // µs; nil: none
+	repeatFixed bool   // repeats on the grid run_at + k·repeatEvery
 }
 
 func (o *EnqueueOptions) params() (enqueueParams, error) {
@@ -104,7 +114,10 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 		return p, invalidf("RepeatEvery %s is negative", o.RepeatEvery)
 	case o.RepeatEvery > 0 && o.RepeatCount == 0:
 		return p, invalidf("RepeatEvery is set without RepeatCount")
+	case o.RepeatFixedRate && o.RepeatEvery == 0:
+		return p, invalidf("RepeatFixedRate is set without RepeatEvery")
 	}
+	p.repeatFixed = o.RepeatFixedRate
 	p.uniqueKey = o.UniqueKey
 	p.repeatCount = int32(o.RepeatCount)
 	if o.RepeatEvery > 0 {
@@ -245,7 +258,7 @@ func (q *Queue[T]) enqueue(ctx context.Context, db enqueueConn, autocommit bool,
 	notify := !autocommit || q.c.notifier.inline(q.name)
 	var notified int
 	err = db.queryRow(ctx, enqueueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body), p.runAt,
-		p.delayUs, p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery).
+		p.delayUs, p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery, p.repeatFixed).
 		Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 	if err != nil {
 		return nil, wrapf(err, "enqueue to %s", q.name)
@@ -264,7 +277,7 @@ func (q *Queue[T]) enqueueUnique(ctx context.Context, db enqueueConn, j *Job[T],
 	for tries := 1; ; tries++ {
 		var notified int
 		err := db.queryRow(ctx, enqueueUniqueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body),
-			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery).
+			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery, p.repeatFixed).
 			Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 		if err == nil {
 			return j, nil
@@ -344,6 +357,9 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 	if scheduled {
 		columns = append(columns, "run_at", "status")
 	}
+	if p.repeatFixed {
+		columns = append(columns, "repeat_from")
+	}
 	retryDelay, repeatEvery := intervalOf(p.retryDelay), intervalOf(p.repeatEvery)
 
 	ids := q.c.ids.next(len(payloads))
@@ -352,6 +368,9 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 			p.repeatCount, repeatEvery}
 		if scheduled {
 			row = append(row, runAt, string(status))
+		}
+		if p.repeatFixed {
+			row = append(row, runAt)
 		}
 		return row, nil
 	})
@@ -384,8 +403,9 @@ func (q *Queue[T]) encodeMany(payloads []T, opts *EnqueueOptions) (enqueueParams
 
 // scheduleMany decides, by the database clock as Enqueue does, whether EnqueueMany's jobs are
 // scheduled or available, and their run_at; a zero run_at leaves the column's default (now).
+// Jobs that repeat at a fixed rate always get their run_at here: it is also their repeat_from.
 func scheduleMany(ctx context.Context, tx pgx.Tx, p enqueueParams) (Status, time.Time, error) {
-	if p.runAt == nil && p.delayUs == 0 {
+	if p.runAt == nil && p.delayUs == 0 && !p.repeatFixed {
 		return StatusAvailable, time.Time{}, nil
 	}
 	var now time.Time

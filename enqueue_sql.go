@@ -53,7 +53,7 @@ func (q *Queue[T]) EnqueueManySQLTx(ctx context.Context, tx *sql.Tx, payloads []
 	ids := q.c.ids.next(len(payloads))
 	var inserted, notified int
 	err = tx.QueryRowContext(ctx, enqueueManyJSONSQL, jobsDocument(ids, bodies), q.name, p.priority,
-		p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.repeatCount, p.repeatEvery).
+		p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.repeatCount, p.repeatEvery, p.repeatFixed).
 		Scan(&inserted, &notified)
 	if err != nil {
 		return nil, wrapf(err, "enqueue many to %s", q.name)

@@ -39,6 +39,7 @@ func ExampleWriteGooseMigrations() {
 	// 00003_pgqueue_20261129140000_operations.sql
 	// 00004_pgqueue_20261201120000_notify.sql
 	// 00005_pgqueue_20261201140000_schema_version.sql
+	// 00006_pgqueue_20261201160000_repeat_fixed_rate.sql
 }
 
 // A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -58,6 +59,81 @@ func TestRepeat(t *testing.T) {
 	}
 	if n := b.count("true"); n != 0 {
 		t.Fatalf("%d jobs left", n)
+	}
+}
+
+// With RepeatFixedRate every run is due on the grid of the first run's RunAt and RepeatEvery,
+// whatever each run takes; a run that overran its interval skips the times it missed instead of
+// making them up.
+func TestRepeatFixedRate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "fixedrate")
+	const every, runs = 300 * time.Millisecond, 5
+	dueAt := make(chan time.Time, runs)
+	var n atomic.Int32
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		dueAt <- job.RunAt
+		if n.Add(1) == 2 {
+			time.Sleep(2*every + every/3) // overruns two times of the grid
+		} else {
+			time.Sleep(every / 3)
+		}
+		return nil
+	}, &WorkerOptions{PollInterval: noPoll}))
+	first, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{RepeatCount: runs - 1, RepeatEvery: every, RepeatFixedRate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	prev := time.Duration(-1)
+	for i := range runs {
+		offset := receive(t, dueAt, 30*time.Second, "a run").Sub(first.RunAt)
+		if offset%every != 0 || offset <= prev {
+			t.Fatalf("run %d due %s after the first, the one before %s: want a later multiple of %s", i, offset, prev, every)
+		}
+		if i == 2 && offset-prev < 3*every {
+			t.Fatalf("the run after the one that overran two times is due %s after it, want the grid time after its end", offset-prev)
+		}
+		prev = offset
+	}
+	waitFor(t, 10*time.Second, "the chain to end", func() bool { return b.count("true") == 0 })
+}
+
+// EnqueueMany (COPY) and the database/sql path give fixed-rate jobs their due time as the grid's
+// origin, as Enqueue does.
+func TestRepeatFixedRateEnqueueMany(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "fixedmany")
+	db := stdlib.OpenDBFromPool(b.pool)
+	t.Cleanup(func() { _ = db.Close() })
+	for _, o := range []EnqueueOptions{
+		{RepeatCount: 1, RepeatEvery: time.Hour, RepeatFixedRate: true},
+		{RepeatCount: 1, RepeatEvery: time.Hour, RepeatFixedRate: true, Delay: time.Hour},
+	} {
+		if _, err := q.EnqueueMany(t.Context(), []int{1, 2}, &o); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := db.BeginTx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.EnqueueManySQLTx(t.Context(), tx, []int{3}, &o); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.EnqueueMany(t.Context(), []int{4}, &EnqueueOptions{RepeatCount: 1, RepeatEvery: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count("repeat_from = run_at"); n != 6 {
+		t.Fatalf("%d jobs have their run_at as repeat_from, want the 6 fixed-rate ones", n)
+	}
+	if n := b.count("repeat_from IS NULL"); n != 1 {
+		t.Fatalf("%d jobs without repeat_from, want 1", n)
 	}
 }
 
@@ -182,6 +258,7 @@ func TestRepeatOptionsInvalid(t *testing.T) {
 		{RepeatCount: -2},
 		{RepeatCount: 1, RepeatEvery: -time.Second},
 		{RepeatEvery: time.Second},
+		{RepeatCount: 1, RepeatFixedRate: true},
 		{UniqueKey: string(make([]byte, 256))},
 	} {
 		if _, err := q.Enqueue(t.Context(), 1, &o); !errors.Is(err, ErrInvalidOption) {
