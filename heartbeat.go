@@ -41,8 +41,8 @@ type beat struct {
 }
 
 // newBeat sorts attempts by id and makes their beat. Rows are locked in id order, as the
-// completer locks them, so that a job finishing while the heartbeat is under way cannot make the
-// two statements deadlock. The caller holds rt.mu (leaseEnd).
+// completer locks them (the heartbeat skips rows others lock, so it never waits for the
+// completer). The caller holds rt.mu (leaseEnd).
 func newBeat(attempts []*attempt) beat {
 	slices.SortFunc(attempts, func(x, y *attempt) int { return x.id.Compare(y.id) })
 	b := beat{attempts: attempts, ids: make([][16]byte, len(attempts)), tokens: make([][16]byte, len(attempts)),
@@ -76,8 +76,9 @@ func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {
 	return newBeat(due), newBeat(tx)
 }
 
-// heartbeat extends, in one statement, the lease of every running attempt due for it. An
-// attempt the statement does not return lost its lock: its context is cancelled with
+// heartbeat extends, in one statement, the lease of every running attempt due for it. A job
+// whose row another transaction locks is left for the next beat. An attempt the statement does
+// not return lost its lock: its context is cancelled with
 // ErrLockLost (ErrCancelled if the job was cancelled) and its outcome will be ignored. When the
 // database cannot be reached, attempts whose lease must have run out by now are given up the
 // same way, since another process may already run them. Attempts whose handlers have returned
@@ -95,11 +96,7 @@ func (rt *runtime) heartbeat(ctx context.Context, all bool) {
 	qctx, cancel := context.WithTimeout(ctx, max(rt.heartbeatEvery, time.Until(running.firstLeaseEnd)))
 	defer cancel()
 	sent := time.Now()
-	rows, err := rt.c.pool.Query(qctx, heartbeatSQL, running.ids, running.tokens, running.leaseMs)
-	var held []ulid.ULID
-	if err == nil {
-		held, err = pgx.CollectRows(rows, scanID)
-	}
+	held, err := rt.sendBeat(qctx, running)
 	if err != nil {
 		if ctx.Err() == nil {
 			rt.reportError(queuesOf(running.attempts), "pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
@@ -107,18 +104,16 @@ func (rt *runtime) heartbeat(ctx context.Context, all bool) {
 		rt.expireLeases(time.Now())
 		return
 	}
-	stillHeld := make(map[ulid.ULID]bool, len(held))
-	for _, id := range held {
-		stillHeld[id] = true
-	}
 	var gone []*attempt
 	rt.mu.Lock()
 	for _, a := range running.attempts {
 		switch {
 		case rt.attempts[a.id] != a:
 			// Settled or given up meanwhile, or claimed again: the entry is a newer attempt.
-		case stillHeld[a.id]:
+		case held.extended[a.id]:
 			a.leaseEnd = sent.Add(a.q.opts.LockDuration)
+		case held.locked[a.id]:
+			// Its row is locked for a moment: the next beat extends it.
 		case a.state == attemptRunning:
 			gone = append(gone, a)
 		}
@@ -127,6 +122,30 @@ func (rt *runtime) heartbeat(ctx context.Context, all bool) {
 	if len(gone) > 0 {
 		rt.giveUp(qctx, gone)
 	}
+}
+
+// beatResult is what the heartbeat statement said of the jobs of a beat that are still held
+// under their tokens: extended, or skipped because another transaction locks the row.
+type beatResult struct{ extended, locked map[ulid.ULID]bool }
+
+// sendBeat runs the heartbeat statement for b.
+func (rt *runtime) sendBeat(ctx context.Context, b beat) (beatResult, error) {
+	held := beatResult{extended: map[ulid.ULID]bool{}, locked: map[ulid.ULID]bool{}}
+	rows, err := rt.c.pool.Query(ctx, heartbeatSQL, b.ids, b.tokens, b.leaseMs)
+	if err != nil {
+		return held, err
+	}
+	var id ulid.ULID
+	var extended bool
+	_, err = pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &extended}, func() error {
+		if extended {
+			held.extended[id] = true
+		} else {
+			held.locked[id] = true
+		}
+		return nil
+	})
+	return held, err
 }
 
 // extendInTx extends the leases of running attempts whose handlers completed the job in a
@@ -140,11 +159,7 @@ func (rt *runtime) extendInTx(ctx context.Context, b beat) {
 	qctx, cancel := context.WithTimeout(ctx, rt.heartbeatEvery)
 	defer cancel()
 	sent := time.Now()
-	rows, err := rt.c.pool.Query(qctx, heartbeatUnlockedSQL, b.ids, b.tokens, b.leaseMs)
-	var extended []ulid.ULID
-	if err == nil {
-		extended, err = pgx.CollectRows(rows, scanID)
-	}
+	held, err := rt.sendBeat(qctx, b)
 	if err != nil {
 		if ctx.Err() == nil {
 			rt.reportError(queuesOf(b.attempts), "pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
@@ -156,7 +171,7 @@ func (rt *runtime) extendInTx(ctx context.Context, b beat) {
 	for _, a := range b.attempts {
 		switch {
 		case rt.attempts[a.id] != a:
-		case slices.Contains(extended, a.id):
+		case held.extended[a.id]:
 			a.leaseEnd = sent.Add(a.q.opts.LockDuration)
 		default:
 			others = append(others, a)

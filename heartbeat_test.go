@@ -3,8 +3,11 @@ package pgqueue
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // A worker whose heartbeat finds the lock gone (the row re-claimed under a new token, or
@@ -101,4 +104,61 @@ func TestHeartbeatKeepsEachWorkersLease(t *testing.T) {
 			t.Fatalf("queue %s completed attempt %d, want the first", e.Queue, e.Attempt)
 		}
 	}
+}
+
+// A row that another transaction keeps locked (here an application's transaction left open for
+// several leases) does not hold up the heartbeat of the other running jobs: they keep their
+// leases and complete; and the locked job was not taken for lost, so it completes too once the
+// row is free again.
+func TestHeartbeatSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "lockedrow")
+	const lease = time.Second
+	release := make(chan struct{})
+	started := make(chan int, 2)
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		started <- job.Payload
+		if job.Payload == 1 {
+			<-release
+			return ctx.Err()
+		}
+		select {
+		case <-time.After(3 * lease):
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}, &WorkerOptions{LockDuration: lease, HeartbeatInterval: lease / 10, PollInterval: noPoll, OnEvent: ev.on}))
+	locked, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := q.Enqueue(t.Context(), 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	receive(t, started, 10*time.Second, "a job to start")
+	receive(t, started, 10*time.Second, "the other job to start")
+
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var freed sync.Once
+	free := func() {
+		freed.Do(func() {
+			_ = tx.Rollback(context.Background())
+			close(release)
+		})
+	}
+	t.Cleanup(free) // before the worker stops, should the test fail
+	if _, err := tx.Exec(t.Context(), "SELECT FROM pgqueue_jobs WHERE id = $1 FOR UPDATE", [16]byte(locked.ID)); err != nil {
+		t.Fatal(err)
+	}
+	ev.outcomes(t, map[ulid.ULID]EventKind{other.ID: EventCompleted}) // 3 leases while the row was locked
+	free()
+	ev.outcomes(t, map[ulid.ULID]EventKind{locked.ID: EventCompleted})
 }

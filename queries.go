@@ -38,8 +38,6 @@ var (
 	failSQL string
 	//go:embed sql/heartbeat.sql
 	heartbeatSQL string
-	//go:embed sql/heartbeat_unlocked.sql
-	heartbeatUnlockedSQL string
 	//go:embed sql/xact_id.sql
 	xactIDSQL string
 	//go:embed sql/lost_after_rollback.sql
