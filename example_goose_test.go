@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -64,6 +65,37 @@ func ExampleMarkGooseApplied() {
 		log.Fatal(err)
 	}
 	fmt.Println(len(marked), "of pgqueue's migrations recorded as applied")
+}
+
+// A deploy tool lists pgqueue's migrations and which the schema has, and moves the schema to a
+// chosen version, up or down.
+func ExampleMigrateStatus() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+
+	status, err := pgqueue.MigrateStatus(ctx, db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range status {
+		fmt.Println(s.Name, s.Applied, s.AppliedAt.Format(time.RFC3339))
+	}
+	ran, err := pgqueue.MigrateTo(ctx, db, status[1].Version) // up to the second
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("applied", len(ran))
+	ran, err = pgqueue.MigrateDownOne(ctx, db) // and the latest one down again
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("migrated down", ran)
 }
 
 // Before serving, a program can check that the schema is at the version its pgqueue needs; Run

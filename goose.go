@@ -1,6 +1,7 @@
 package pgqueue
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -9,8 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-
-	"github.com/pressly/goose/v3"
 )
 
 // GooseFile is one of pgqueue's migrations as a file of an application's own goose directory,
@@ -94,7 +93,7 @@ func WriteGooseMigrations(dir string, firstVersion int64) ([]GooseFile, error) {
 	}
 	var highest, have int64
 	for _, e := range entries {
-		v, err := goose.NumericComponent(e.Name())
+		v, err := gooseVersion(e.Name())
 		if e.IsDir() || err != nil {
 			continue // not a migration
 		}
@@ -150,10 +149,6 @@ func writeNewFile(path string, data []byte) error {
 	return f.Close()
 }
 
-// gooseTableName matches a goose version table name, optionally schema-qualified: goose puts it
-// into its statements as it is, unquoted.
-var gooseTableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
-
 // MarkGooseApplied records in the application's goose version table (versionTable; "" means
 // goose's default, goose_db_version) that the files the schema already has are applied,
 // without running them: each of files whose SchemaVersion is at most the version the schema
@@ -162,21 +157,21 @@ var gooseTableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Z
 // applies only pgqueue's migrations the schema does not have. Files already recorded are left
 // as they are; it returns the ones it recorded. It works in the schema Migrate would use (the
 // first of the search_path), creates the version table as goose does if it does not exist, and
-// holds Migrate's lock meanwhile. An invalid versionTable gives an error wrapping
-// ErrInvalidOption; a missing schema, a *SchemaError.
+// holds Migrate's lock meanwhile. goose writes versionTable into its statements unquoted, so
+// Postgres folds it to lower case; MarkGooseApplied quotes it, folded the same way, and so writes
+// the table goose reads. An invalid versionTable gives an error wrapping ErrInvalidOption; a
+// missing schema, a *SchemaError.
 func MarkGooseApplied(ctx context.Context, db *sql.DB, versionTable string, files []GooseFile) ([]GooseFile, error) {
-	if versionTable == "" {
-		versionTable = goose.DefaultTablename
-	}
-	if !gooseTableName.MatchString(versionTable) {
-		return nil, invalidf("MarkGooseApplied: %q is not a table name goose can use (letters, digits and _, optionally schema.table)", versionTable)
+	table, err := newVersionTable(cmp.Or(versionTable, gooseDefaultTable))
+	if err != nil {
+		return nil, invalidf("MarkGooseApplied: %v", err)
 	}
 	pairs := make([]versionPair, len(files))
 	for i, f := range files {
 		pairs[i] = versionPair{goose: f.Version, schema: f.SchemaVersion}
 	}
-	recorded, err := withSchemaLock(ctx, db, func(conn *sql.Conn, have int64) ([]versionPair, error) {
-		return recordVersions(ctx, conn, versionTable, pairs, have, false)
+	recorded, err := withSchemaLock(ctx, db, func(conn *sql.Conn, s schemaState) ([]versionPair, error) {
+		return recordVersions(ctx, conn, table, pairs, s.version, false)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgqueue: mark goose applied: %w", err)

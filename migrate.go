@@ -1,18 +1,13 @@
 package pgqueue
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
-	"path"
-	"slices"
-	"strings"
-
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/database"
+	"math"
+	"time"
 )
 
 //go:embed migrations/*.sql
@@ -20,8 +15,8 @@ var migrationFiles embed.FS
 
 // Migrations holds pgqueue's goose migrations, the .sql files themselves at its root
 // (20261129120000_pgqueue_init.sql, …), for reading or for a goose provider of their own. Each
-// runs inside goose's transaction. To put them in an application's goose directory, under
-// versions the application chooses, use WriteGooseMigrations or GooseMigrations.
+// runs inside one transaction. To put them in an application's goose directory, under versions
+// the application chooses, use WriteGooseMigrations or GooseMigrations.
 var Migrations fs.FS = mustSub(migrationFiles, "migrations")
 
 // mustSub returns the subtree dir of fsys. fs.Sub fails only for an invalid path, and dir is a
@@ -35,214 +30,180 @@ func mustSub(fsys fs.FS, dir string) fs.FS {
 }
 
 // MigrationsVersionTable is the table in which Migrate records the applied migrations, created
-// in the same schema as pgqueue's tables.
+// in the same schema as pgqueue's tables. It is a goose version table, in goose's format.
 const MigrationsVersionTable = "pgqueue_goose_version"
 
 // migrationLockClass is the first key of the advisory lock that serializes Migrate runs; the
 // second key is a hash of the target schema, so migrating one schema never waits for another.
+// Every pgqueue release takes the same lock, so two releases never migrate one schema at once.
 const migrationLockClass = 0x70677175 // "pgqu"
+
+// Migration names one of pgqueue's migrations: one that MigrateTo, MigrateDown or
+// MigrateDownOne ran.
+type Migration struct {
+	// Version is pgqueue's version of the migration: what pgqueue_schema_version() states once it
+	// is the latest applied.
+	Version int64
+	// Name is its file in Migrations, e.g. 20261129120000_pgqueue_init.sql.
+	Name string
+}
+
+// MigrationStatus is one of pgqueue's migrations and whether a schema has it: MigrateStatus's
+// answer.
+type MigrationStatus struct {
+	// Version and Name are as in Migration.
+	Version int64
+	Name    string
+	// Applied says whether the schema has the migration: its version is at most the version the
+	// schema states, whichever tool applied it.
+	Applied bool
+	// AppliedAt is when MigrationsVersionTable recorded it as applied, read in the session's time
+	// zone (goose records a local time without zone). It is zero if the migration is not applied,
+	// or if that table does not record it: applied by the application's goose, and not yet seen
+	// by a Migrate call, which records it.
+	AppliedAt time.Time
+}
 
 // Migrate applies every pgqueue migration the schema does not have yet, in the first schema of
 // the connection's search_path (where the tables are created and looked up); that schema must
-// exist, or Migrate returns a *SchemaError. It is safe to call from many processes at once: a
-// session advisory lock makes each migration run exactly once. Migrate is never called
+// exist, or Migrate returns a *SchemaError. It is safe to call from many processes at once: it
+// waits on a session advisory lock, so each migration runs exactly once. Each migration runs in
+// a transaction of its own, recorded in MigrationsVersionTable. Migrate is never called
 // implicitly; call it at deploy or start-up with a role that may create tables. Use
 // stdlib.OpenDBFromPool to get a *sql.DB from a *pgxpool.Pool.
 //
-// Migrate goes by the version the schema states (pgqueue_schema_version()), not only by its own
-// version table: migrations that the application's goose applied are recorded there as applied
-// first, and ones migrated down are taken out, so a schema can move from the application's
-// goose to Migrate at any time.
+// Migrate runs pgqueue's goose files itself; it does not need goose. It goes by the version the
+// schema states (pgqueue_schema_version()), not only by its own version table: migrations that
+// the application's goose applied are recorded there as applied first, and ones migrated down
+// are taken out, so a schema can move from the application's goose to Migrate at any time.
 func Migrate(ctx context.Context, db *sql.DB) error {
-	p, err := newMigrationProvider(db)
-	if err != nil {
-		return fmt.Errorf("pgqueue: migrate: %w", err)
-	}
-	if err := syncMigrateVersionTable(ctx, db); err != nil {
-		return fmt.Errorf("pgqueue: migrate: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("pgqueue: migrate: %w", err)
+	if _, err := runMigrator(ctx, db, func(m *migrator) ([]Migration, error) {
+		return m.up(ctx, math.MaxInt64)
+	}); err != nil {
+		return migrateError(err, "migrate")
 	}
 	return nil
 }
 
-// newMigrationProvider returns a goose provider over the embedded migrations, with pgqueue's own
-// version table and lock.
-func newMigrationProvider(db *sql.DB) (*goose.Provider, error) {
-	return goose.NewProvider(goose.DialectPostgres, db, Migrations,
-		goose.WithTableName(MigrationsVersionTable),
-		goose.WithSessionLocker(schemaLocker{}),
-		goose.WithDisableGlobalRegistry(true),
-	)
+// MigrateTo is Migrate up to and including the migration of the given version, which must be
+// the version of one of pgqueue's migrations (otherwise the error wraps ErrInvalidOption). It
+// returns the migrations it applied, in order; none if the schema is at that version or above.
+// It waits on Migrate's lock.
+func MigrateTo(ctx context.Context, db *sql.DB, version int64) ([]Migration, error) {
+	if err := checkMigrationVersion(version, false); err != nil {
+		return nil, migrateError(err, "migrate to %d", version)
+	}
+	ran, err := runMigrator(ctx, db, func(m *migrator) ([]Migration, error) {
+		return m.up(ctx, version)
+	})
+	if err != nil {
+		return ran, migrateError(err, "migrate to %d", version)
+	}
+	return ran, nil
 }
 
-// syncMigrateVersionTable makes Migrate's version table agree with the version the schema
-// states, under the lock Migrate's provider takes, so that concurrent Migrate runs record each
-// version once.
-func syncMigrateVersionTable(ctx context.Context, db *sql.DB) error {
+// MigrateDown migrates the schema down to the given version: it runs the Down section of each
+// of pgqueue's migrations the schema has above it, newest first, each in a transaction of its
+// own, and returns them in that order. version 0 takes out all of pgqueue's tables and
+// functions, with the jobs in them; otherwise it must be the version of one of pgqueue's
+// migrations (else the error wraps ErrInvalidOption). A schema at a version newer than this
+// pgqueue knows must be migrated down by the release that knows it (the error wraps
+// ErrSchemaVersion). It works in the schema Migrate would use and waits on Migrate's lock.
+func MigrateDown(ctx context.Context, db *sql.DB, version int64) ([]Migration, error) {
+	if err := checkMigrationVersion(version, true); err != nil {
+		return nil, migrateError(err, "migrate down to %d", version)
+	}
+	ran, err := runMigrator(ctx, db, func(m *migrator) ([]Migration, error) {
+		return m.down(ctx, version)
+	})
+	if err != nil {
+		return ran, migrateError(err, "migrate down to %d", version)
+	}
+	return ran, nil
+}
+
+// MigrateDownOne migrates down the latest of pgqueue's migrations the schema has, and returns
+// it; nothing if the schema has none. Otherwise it is MigrateDown.
+func MigrateDownOne(ctx context.Context, db *sql.DB) ([]Migration, error) {
+	ran, err := runMigrator(ctx, db, func(m *migrator) ([]Migration, error) {
+		return m.down(ctx, m.previous())
+	})
+	if err != nil {
+		return ran, migrateError(err, "migrate down one")
+	}
+	return ran, nil
+}
+
+// MigrateStatus lists pgqueue's migrations, oldest first, each with whether the schema has it
+// and when it was applied. It only reads: the catalog, pgqueue_schema_version() and
+// MigrationsVersionTable (if it exists), on one connection, without Migrate's lock. A
+// search_path that names no existing schema gives a *SchemaError.
+func MigrateStatus(ctx context.Context, db *sql.DB) ([]MigrationStatus, error) {
+	st, err := migrationStatus(ctx, db)
+	if err != nil {
+		return nil, migrateError(err, "migrate status")
+	}
+	return st, nil
+}
+
+// checkMigrationVersion returns an error wrapping ErrInvalidOption unless version is that of one
+// of pgqueue's migrations, or 0 where zero is allowed.
+func checkMigrationVersion(version int64, zero bool) error {
 	ms, err := embeddedMigrations()
 	if err != nil {
 		return err
 	}
-	pairs := make([]versionPair, len(ms))
-	for i, m := range ms {
-		pairs[i] = versionPair{goose: m.version, schema: m.version}
+	for _, m := range ms {
+		if m.version == version {
+			return nil
+		}
 	}
-	_, err = withSchemaLock(ctx, db, func(conn *sql.Conn, have int64) ([]versionPair, error) {
-		return recordVersions(ctx, conn, MigrationsVersionTable, pairs, have, true)
-	})
-	return err
+	if zero && version == 0 {
+		return nil
+	}
+	return invalidf("%d is not the version of a pgqueue migration (%d … %d)", version, ms[0].version, ms[len(ms)-1].version)
 }
 
 // withSchemaLock runs fn on one connection holding the advisory lock that Migrate holds, with
-// the schema's pgqueue version read under the lock. It returns a *SchemaError if no schema of the
+// the schema's state read under the lock. It returns a *SchemaError if no schema of the
 // search_path exists.
-func withSchemaLock(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn, have int64) ([]versionPair, error)) (_ []versionPair, err error) {
+func withSchemaLock[T any](ctx context.Context, db *sql.DB, fn func(conn *sql.Conn, s schemaState) (T, error)) (_ T, err error) {
+	var zero T
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer conn.Close()
-	read := func(ctx context.Context, query string, dest ...any) error {
-		return conn.QueryRowContext(ctx, query).Scan(dest...)
-	}
-	s, err := readSchemaState(ctx, read)
+	s, err := readSchemaState(ctx, connReader(conn))
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	if s.schema == "" {
-		return nil, s.check()
+		return zero, s.check()
 	}
 	if _, err := conn.ExecContext(ctx, migrateLockSQL, migrationLockClass); err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
+		return zero, fmt.Errorf("lock: %w", err)
 	}
 	defer func() {
 		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), migrateUnlockSQL, migrationLockClass); uerr != nil && err == nil {
 			err = fmt.Errorf("unlock: %w", uerr)
 		}
 	}()
-	if s, err = readSchemaState(ctx, read); err != nil {
-		return nil, err
+	if s, err = readSchemaState(ctx, connReader(conn)); err != nil {
+		return zero, err
 	}
-	return fn(conn, s.version)
+	return fn(conn, s)
 }
 
-// versionPair is one pgqueue migration as a goose directory numbers it (goose) and as pgqueue
-// does (schema); they differ in an application's own goose directory.
-type versionPair struct{ goose, schema int64 }
-
-// recordVersions records in the goose version table, in one transaction, each migration of
-// pairs whose schema version is at most have (the schema has it) and which is not recorded
-// yet; with prune, it also takes out each one recorded whose schema version is above have. It
-// creates the table, as goose does, if it does not exist, and returns what it recorded.
-func recordVersions(ctx context.Context, conn *sql.Conn, table string, pairs []versionPair, have int64, prune bool) (_ []versionPair, err error) {
-	store, err := database.NewStore(database.DialectPostgres, table)
-	if err != nil {
-		return nil, err
+// connReader is a rowReader over a database/sql connection.
+func connReader(conn *sql.Conn) rowReader {
+	return func(ctx context.Context, query string, dest ...any) error {
+		return conn.QueryRowContext(ctx, query).Scan(dest...)
 	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	applied, err := appliedVersions(ctx, tx, store)
-	if err != nil {
-		return nil, err
-	}
-	var recorded []versionPair
-	for _, p := range pairs {
-		switch {
-		case p.schema <= have && !applied[p.goose]:
-			if err := store.Insert(ctx, tx, database.InsertRequest{Version: p.goose}); err != nil {
-				return nil, fmt.Errorf("record version %d in %s: %w", p.goose, table, err)
-			}
-			recorded = append(recorded, p)
-		case p.schema > have && applied[p.goose] && prune:
-			if err := store.Delete(ctx, tx, p.goose); err != nil {
-				return nil, fmt.Errorf("take version %d out of %s: %w", p.goose, table, err)
-			}
-		}
-	}
-	return recorded, tx.Commit()
 }
 
-// appliedVersions returns the versions recorded as applied in the store's table, which it
-// creates first, with goose's zero version, if it does not exist.
-func appliedVersions(ctx context.Context, tx *sql.Tx, store database.Store) (map[int64]bool, error) {
-	exists, err := store.(database.StoreExtender).TableExists(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("look for %s: %w", store.Tablename(), err)
-	}
-	if !exists {
-		if err := store.CreateVersionTable(ctx, tx); err != nil {
-			return nil, fmt.Errorf("create %s: %w", store.Tablename(), err)
-		}
-		if err := store.Insert(ctx, tx, database.InsertRequest{Version: 0}); err != nil {
-			return nil, fmt.Errorf("create %s: %w", store.Tablename(), err)
-		}
-	}
-	rows, err := store.ListMigrations(ctx, tx)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", store.Tablename(), err)
-	}
-	applied := make(map[int64]bool, len(rows))
-	for _, r := range rows {
-		applied[r.Version] = r.IsApplied
-	}
-	return applied, nil
-}
-
-// migrationFile is one of pgqueue's embedded migrations.
-type migrationFile struct {
-	version int64  // its goose version, which is its pgqueue schema version
-	what    string // the rest of its name: "init.sql" in 20261129120000_pgqueue_init.sql
-	name    string
-}
-
-// embeddedMigrations lists pgqueue's migrations in version order.
-func embeddedMigrations() ([]migrationFile, error) {
-	names, err := fs.Glob(Migrations, "*.sql")
-	if err != nil {
-		return nil, err
-	}
-	ms := make([]migrationFile, 0, len(names))
-	for _, name := range names {
-		v, err := goose.NumericComponent(name)
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", name, err)
-		}
-		what, ok := strings.CutPrefix(path.Base(name), fmt.Sprintf("%d_pgqueue_", v))
-		if !ok {
-			return nil, fmt.Errorf("migration %s: not named <version>_pgqueue_<what>.sql", name)
-		}
-		ms = append(ms, migrationFile{version: v, what: what, name: name})
-	}
-	slices.SortFunc(ms, func(a, b migrationFile) int { return cmp.Compare(a.version, b.version) })
-	return ms, nil
-}
-
-// schemaLocker is a goose session locker that waits on a blocking advisory lock keyed by the
-// target schema. goose's own Postgres locker polls pg_try_advisory_lock at intervals of at least
-// a second; blocking lets concurrent migrators proceed the moment the lock is free.
-type schemaLocker struct{}
-
-func (schemaLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, migrateLockSQL, migrationLockClass)
-	if err != nil {
-		return fmt.Errorf("lock: %w", err)
-	}
-	return nil
-}
-
-func (schemaLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, migrateUnlockSQL, migrationLockClass)
-	if err != nil {
-		return fmt.Errorf("unlock: %w", err)
-	}
-	return nil
+// migrateError returns err as the error of the migration operation that format and args
+// describe, with the package named once.
+func migrateError(err error, format string, args ...any) error {
+	return &opError{op: fmt.Sprintf(format, args...), err: err}
 }

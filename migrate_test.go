@@ -47,15 +47,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	}
 	migrate(t, b.pool) // a second run is a no-op
 
-	db := stdlib.OpenDBFromPool(b.pool)
-	defer db.Close()
-	p, err := newMigrationProvider(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.DownTo(ctx, 0); err != nil {
-		t.Fatalf("down: %v", err)
-	}
+	b.migrateDownTo(0)
 	if tableExists(t, b, "pgqueue_jobs") {
 		t.Fatal("after migrating down: pgqueue_jobs still exists")
 	}
@@ -77,26 +69,16 @@ func TestMigrateNotifyFunctions(t *testing.T) {
 	b := &bundle{t: t, schema: newSchema(t)}
 	b.pool = newPool(t, b.schema, 4)
 	ctx := t.Context()
-	db := stdlib.OpenDBFromPool(b.pool)
-	defer db.Close()
-	p, err := newMigrationProvider(db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const before, notify = 20261129140000, 20261201120000
 	functions := []string{"pgqueue_channel", "pgqueue_notify"}
 	for round := range 2 {
-		if _, err := p.UpTo(ctx, before); err != nil {
-			t.Fatalf("round %d: up to %d: %v", round, before, err)
-		}
+		b.migrateUpTo(before)
 		for _, f := range functions {
 			if functionExists(t, b, f) {
 				t.Fatalf("round %d: %s exists before the notify migration", round, f)
 			}
 		}
-		if _, err := p.UpTo(ctx, notify); err != nil {
-			t.Fatalf("round %d: up to %d: %v", round, notify, err)
-		}
+		b.migrateUpTo(notify)
 		for _, f := range functions {
 			if !functionExists(t, b, f) {
 				t.Fatalf("round %d: %s missing after the notify migration", round, f)
@@ -108,9 +90,7 @@ func TestMigrateNotifyFunctions(t *testing.T) {
 			Scan(&volatility); err != nil || volatility != "v" {
 			t.Fatalf("round %d: pgqueue_notify has volatility %q (%v), want v (volatile)", round, volatility, err)
 		}
-		if _, err := p.DownTo(ctx, before); err != nil {
-			t.Fatalf("round %d: down to %d: %v", round, before, err)
-		}
+		b.migrateDownTo(before)
 		for _, f := range functions {
 			if functionExists(t, b, f) {
 				t.Fatalf("round %d: %s survived migrating down", round, f)
@@ -210,7 +190,8 @@ func TestMigrateConcurrently(t *testing.T) {
 	}
 }
 
-// Every query in sql/ is prepared against a migrated schema, so a typo fails here.
+// Every query in sql/ is prepared against a migrated schema, so a typo fails here: those on a
+// goose version table against Migrate's.
 func TestQueriesPrepare(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -228,7 +209,9 @@ func TestQueriesPrepare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := conn.Conn().Prepare(t.Context(), "", string(text)); err != nil {
+		// The statements on goose version tables name the table {table}.
+		query := versionTable{name: MigrationsVersionTable}.query(string(text))
+		if _, err := conn.Conn().Prepare(t.Context(), "", query); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
 	}

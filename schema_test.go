@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/oklog/ulid/v2"
-	"github.com/pressly/goose/v3"
 )
 
 // emptyBundle is a bundle on a schema of its own that holds nothing yet.
@@ -22,17 +21,24 @@ func emptyBundle(t *testing.T) *bundle {
 	return b
 }
 
-// provider returns a goose provider over pgqueue's migrations on the bundle's pool, as Migrate
-// uses it.
-func (b *bundle) provider() *goose.Provider {
+// migrateUpTo brings the bundle's schema up to version with MigrateTo.
+func (b *bundle) migrateUpTo(version int64) {
 	b.t.Helper()
 	db := stdlib.OpenDBFromPool(b.pool)
-	b.t.Cleanup(func() { _ = db.Close() })
-	p, err := newMigrationProvider(db)
-	if err != nil {
-		b.t.Fatal(err)
+	defer db.Close()
+	if _, err := MigrateTo(b.t.Context(), db, version); err != nil {
+		b.t.Fatalf("migrate to %d: %v", version, err)
 	}
-	return p
+}
+
+// migrateDownTo brings the bundle's schema down to version with MigrateDown.
+func (b *bundle) migrateDownTo(version int64) {
+	b.t.Helper()
+	db := stdlib.OpenDBFromPool(b.pool)
+	defer db.Close()
+	if _, err := MigrateDown(b.t.Context(), db, version); err != nil {
+		b.t.Fatalf("migrate down to %d: %v", version, err)
+	}
 }
 
 // schemaError returns CheckSchema's error as a *SchemaError, failing the test for any other.
@@ -47,6 +53,20 @@ func schemaError(t *testing.T, c *Client) *SchemaError {
 		t.Errorf("CheckSchema: %q repeats the prefix", err)
 	}
 	return se
+}
+
+// schemaAt checks the version the schema states (or shows).
+func schemaAt(t *testing.T, c *Client, want int64) {
+	t.Helper()
+	if want == SchemaVersion {
+		if err := c.CheckSchema(t.Context()); err != nil {
+			t.Fatalf("CheckSchema: %v", err)
+		}
+		return
+	}
+	if se := schemaError(t, c); se.Have != want {
+		t.Fatalf("schema at %d, want %d", se.Have, want)
+	}
 }
 
 // SchemaVersion is the version of the latest embedded migration, and what a migrated schema
@@ -75,7 +95,6 @@ func TestSchemaVersionIsTheLatestMigration(t *testing.T) {
 func TestSchemaVersionAtEachMigration(t *testing.T) {
 	t.Parallel()
 	b := emptyBundle(t)
-	p := b.provider()
 	c := b.newClient()
 	ctx := t.Context()
 	ms, err := embeddedMigrations()
@@ -96,9 +115,7 @@ func TestSchemaVersionAtEachMigration(t *testing.T) {
 	}
 	expect("before migrating", 0)
 	for _, m := range ms {
-		if _, err := p.UpTo(ctx, m.version); err != nil {
-			t.Fatal(err)
-		}
+		b.migrateUpTo(m.version)
 		expect(fmt.Sprintf("up to %d", m.version), m.version)
 	}
 	for i := len(ms) - 1; i >= 0; i-- {
@@ -106,9 +123,7 @@ func TestSchemaVersionAtEachMigration(t *testing.T) {
 		if i > 0 {
 			prev = ms[i-1].version
 		}
-		if _, err := p.DownTo(ctx, prev); err != nil {
-			t.Fatal(err)
-		}
+		b.migrateDownTo(prev)
 		expect(fmt.Sprintf("down to %d", prev), prev)
 	}
 }
@@ -125,9 +140,7 @@ func TestCheckSchemaMismatch(t *testing.T) {
 	}{
 		{"no tables", func(*bundle) {}, 0, []string{"has no pgqueue tables", "needs schema version", "pgqueue.Migrate", "goose up"}},
 		{"old version", func(b *bundle) {
-			if _, err := b.provider().UpTo(b.t.Context(), 20261129140000); err != nil {
-				b.t.Fatal(err)
-			}
+			b.migrateUpTo(20261129140000)
 		}, 20261129140000, []string{"is at pgqueue schema version 20261129140000", fmt.Sprint(SchemaVersion), "pgqueue.Migrate"}},
 		{"newer version", func(b *bundle) {
 			migrate(b.t, b.pool)
@@ -194,9 +207,7 @@ func TestExplainSchemaError(t *testing.T) {
 	t.Parallel()
 	b := emptyBundle(t)
 	ctx := t.Context()
-	if _, err := b.provider().UpTo(ctx, 20261129120000); err != nil {
-		t.Fatal(err)
-	}
+	b.migrateUpTo(20261129120000)
 	for _, q := range []string{
 		"SELECT 1 FROM pgqueue_queues",        // 42P01
 		"SELECT unique_key FROM pgqueue_jobs", // 42703
@@ -253,9 +264,7 @@ func TestCallsOnAnOldSchema(t *testing.T) {
 	t.Parallel()
 	b := emptyBundle(t)
 	ctx := t.Context()
-	if _, err := b.provider().UpTo(ctx, 20261129120000); err != nil {
-		t.Fatal(err)
-	}
+	b.migrateUpTo(20261129120000)
 	client, err := NewClient(b.pool, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -50,30 +50,7 @@ type env struct {
 // through lib/pq. params are added to lib/pq's DSN.
 func newEnv(t *testing.T, params url.Values) *env {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	e := &env{schema: "pgqueue_integration_" + hex.EncodeToString(b[:])}
-	admin, err := pgx.Connect(t.Context(), testDSN)
-	if err != nil {
-		t.Fatalf("connect to the test database: %v", err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{e.schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, testDSN)
-		if err != nil {
-			t.Errorf("connect to drop schema: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{e.schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
+	e := &env{schema: createSchema(t)}
 
 	// lib/pq passes parameters it does not know, search_path here, to the server.
 	u, err := url.Parse(testDSN)
@@ -251,6 +228,36 @@ func TestCommitWakesWorker(t *testing.T) {
 		receive(t, ran, "the first job of EnqueueManySQLTx")
 		receive(t, ran, "the second job of EnqueueManySQLTx")
 	}
+}
+
+// createSchema creates a schema for the test, dropped when it ends, and returns its name.
+func createSchema(t *testing.T) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "pgqueue_integration_" + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(t.Context(), testDSN)
+	if err != nil {
+		t.Fatalf("connect to the test database: %v", err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, testDSN)
+		if err != nil {
+			t.Errorf("connect to drop schema: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return schema
 }
 
 // receive waits for a job to run.
