@@ -162,9 +162,11 @@ func explainSchemaError(err error) error {
 // schemaQueryError is a statement's error explained by explainSchemaError.
 type schemaQueryError struct{ err error }
 
+// Error is the statement's error followed by the explanation.
 func (e *schemaQueryError) Error() string {
 	return fmt.Sprintf("%v (the schema is not at the pgqueue schema version this code needs, %d: "+
 		"Client.CheckSchema says which it is; run pgqueue.Migrate, or goose up with pgqueue's migrations)", e.err, SchemaVersion)
 }
 
+// Unwrap returns ErrSchemaVersion and the statement's error.
 func (e *schemaQueryError) Unwrap() []error { return []error{ErrSchemaVersion, e.err} }
