@@ -131,9 +131,20 @@ func TestListenerIsSharedAndStopsWithLastWorker(t *testing.T) {
 	b := setup(t)
 	q1 := newQueue[int](t, b.client, "one")
 	q2 := newQueue[int](t, b.client, "two")
-	h := func(context.Context, *Job[int]) error { return nil }
+	ran := make(chan int, 2)
+	h := func(_ context.Context, job *Job[int]) error {
+		ran <- job.Payload
+		return nil
+	}
 	stop1 := startWorker(t, must(q1.NewWorker(h, nil)))
 	stop2 := startWorker(t, must(q2.NewWorker(h, nil)))
+	// Both workers serve (each has run a job) before the first stops.
+	for i, q := range []*Queue[int]{q1, q2} {
+		if _, err := q.Enqueue(t.Context(), i, nil); err != nil {
+			t.Fatal(err)
+		}
+		receive(t, ran, 30*time.Second, "a job of each queue to run")
+	}
 	waitListening(t, b.client, 1)
 	// One LISTEN connection serves both workers.
 	var listening int
