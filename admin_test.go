@@ -394,49 +394,57 @@ func TestCancelTxRunningJob(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := parent.forTest(t)
-			worker := b.newClient()
-			q := newQueue[int](t, worker, strings.NewReplacer(".", "-").Replace(tc.name))
-			started := make(chan struct{})
-			cause := make(chan error, 1)
-			ev := newEvents()
-			w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-				close(started)
-				<-ctx.Done()
-				cause <- context.Cause(ctx)
-				return nil
-			}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll, LockDuration: time.Minute}))
-			startWorker(t, w)
-			// A deleted job's worker learns of the deletion only from the notification. (And
-			// the listener's start, which has the worker check its leases, must not come while
-			// the transactions below hold the job's row.)
-			waitListening(t, worker, 1)
-			job := must(q.Enqueue(ctx, 1, nil))
-			receive(t, started, 10*time.Second, "the job to start")
-
-			b.inTx(false, func(tx pgx.Tx) error { return tc.op(tx, q, job.ID) })
-			if n := b.count("id = $1 AND status = 'running' AND lock_token IS NOT NULL", [16]byte(job.ID)); n != 1 {
-				t.Fatal("the job is no longer running after the rollback")
-			}
-			b.inTx(true, func(tx pgx.Tx) error {
-				if err := tc.op(tx, q, job.ID); err != nil {
-					return err
-				}
-				// NOTIFY is delivered on commit: the handler runs on while tx is open.
-				select {
-				case err := <-cause:
-					t.Fatalf("the handler was cancelled (%v) before the transaction committed", err)
-				case <-time.After(300 * time.Millisecond):
-				}
-				return nil
-			})
-			if err := receive(t, cause, 10*time.Second, "the handler's context to be cancelled"); !errors.Is(err, ErrCancelled) {
-				t.Fatalf("cause = %v, want ErrCancelled", err)
-			}
-			if e := ev.next(t, EventCancelled); e.JobID != job.ID {
-				t.Fatalf("cancelled event = %+v", e)
-			}
+			checkCancelTxRunning(t, parent.forTest(t), tc.name, tc.op)
 		})
+	}
+}
+
+// checkCancelTxRunning runs a job that waits for its context to end, then calls op on it in a
+// transaction that rolls back (the job keeps running) and in one that commits (the handler runs
+// on until the commit, then its context ends with ErrCancelled and EventCancelled follows).
+func checkCancelTxRunning(t testing.TB, b *bundle, name string, op func(tx pgx.Tx, q *Queue[int], id ulid.ULID) error) {
+	t.Helper()
+	ctx := t.Context()
+	worker := b.newClient()
+	q := newQueue[int](t, worker, strings.NewReplacer(".", "-").Replace(name))
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll, LockDuration: time.Minute}))
+	startWorker(t, w)
+	// A deleted job's worker learns of the deletion only from the notification. (And
+	// the listener's start, which has the worker check its leases, must not come while
+	// the transactions below hold the job's row.)
+	waitListening(t, worker, 1)
+	job := must(q.Enqueue(ctx, 1, nil))
+	receive(t, started, 10*time.Second, "the job to start")
+
+	b.inTx(false, func(tx pgx.Tx) error { return op(tx, q, job.ID) })
+	if n := b.count("id = $1 AND status = 'running' AND lock_token IS NOT NULL", [16]byte(job.ID)); n != 1 {
+		t.Fatal("the job is no longer running after the rollback")
+	}
+	b.inTx(true, func(tx pgx.Tx) error {
+		if err := op(tx, q, job.ID); err != nil {
+			return err
+		}
+		// NOTIFY is delivered on commit: the handler runs on while tx is open.
+		select {
+		case err := <-cause:
+			t.Fatalf("the handler was cancelled (%v) before the transaction committed", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		return nil
+	})
+	if err := receive(t, cause, 10*time.Second, "the handler's context to be cancelled"); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("cause = %v, want ErrCancelled", err)
+	}
+	if e := ev.next(t, EventCancelled); e.JobID != job.ID {
+		t.Fatalf("cancelled event = %+v", e)
 	}
 }
 

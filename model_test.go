@@ -457,6 +457,16 @@ wait:
 func checkModel(rt *seqT, q *Queue[int], m *queueModel) {
 	rt.Helper()
 	ctx := context.Background()
+	place := checkModelListing(ctx, rt, q, m)
+	checkModelLookups(ctx, rt, q, m, place)
+	checkModelStats(ctx, rt, q, m)
+}
+
+// checkModelListing compares the listing of every job with the model's: running ones, then
+// waiting ones in run order with their places, then finished ones. It returns each job's
+// expected place (0 for a running job).
+func checkModelListing(ctx context.Context, rt *seqT, q *Queue[int], m *queueModel) map[ulid.ULID]int {
+	rt.Helper()
 
 	page, err := q.Jobs(ctx, &ListOptions{Limit: ListLimitMax, Statuses: listSections})
 	if err != nil {
@@ -500,7 +510,13 @@ func checkModel(rt *seqT, q *Queue[int], m *queueModel) {
 	if !slices.Equal(got, want) {
 		rt.Fatalf("listing:\n got %q\nwant %q", got, want)
 	}
+	return place
+}
 
+// checkModelLookups looks up a few jobs the model knows (deleted ones included) and compares
+// each with the model.
+func checkModelLookups(ctx context.Context, rt *seqT, q *Queue[int], m *queueModel, place map[ulid.ULID]int) {
+	rt.Helper()
 	for range min(2, len(m.known)) {
 		id := draw(rt, "lookup", m.known...)
 		j := m.jobs[id]
@@ -519,7 +535,11 @@ func checkModel(rt *seqT, q *Queue[int], m *queueModel) {
 			rt.Fatalf("Job(%s) = %s, want %s", id, got, want)
 		}
 	}
+}
 
+// checkModelStats compares the queue's counts with the model's.
+func checkModelStats(ctx context.Context, rt *seqT, q *Queue[int], m *queueModel) {
+	rt.Helper()
 	st, err := q.Stats(ctx)
 	if err != nil {
 		rt.Fatalf("Stats: %v", err)

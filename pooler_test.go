@@ -38,32 +38,7 @@ func startPgBouncer(t *testing.T, schema string) string {
 		t.Fatal(err)
 	}
 	port := freePort(t)
-	server := fmt.Sprintf("host=%s port=%d dbname=%s user=%s", target.Host, target.Port, target.Database, target.User)
-	if target.Password != "" {
-		server += " password=" + target.Password
-	}
-	ini := fmt.Sprintf(`[databases]
-%s = %s connect_query='SET search_path = %s'
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-default_pool_size = 4
-max_client_conn = 200
-ignore_startup_parameters = extra_float_digits,search_path
-logfile = %s
-`, target.Database, server, schema, port, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"))
-	for name, body := range map[string]string{
-		"pgbouncer.ini": ini,
-		"users.txt":     fmt.Sprintf("%q \"\"\n", target.User),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writePgBouncerConfig(t, dir, target, schema, port)
 	args := []string{filepath.Join(dir, "pgbouncer.ini")}
 	if os.Geteuid() == 0 {
 		args = append([]string{"-u", "postgres"}, args...) // pgbouncer refuses to run as root
@@ -91,6 +66,39 @@ logfile = %s
 		return true
 	})
 	return url
+}
+
+// writePgBouncerConfig writes into dir the configuration of a PgBouncer in transaction mode
+// listening on port, in front of target's database, whose server connections use schema, and
+// its file of users (target's user, trusted).
+func writePgBouncerConfig(t testing.TB, dir string, target *pgconn.Config, schema string, port int) {
+	t.Helper()
+	server := fmt.Sprintf("host=%s port=%d dbname=%s user=%s", target.Host, target.Port, target.Database, target.User)
+	if target.Password != "" {
+		server += " password=" + target.Password
+	}
+	ini := fmt.Sprintf(`[databases]
+%s = %s connect_query='SET search_path = %s'
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = transaction
+default_pool_size = 4
+max_client_conn = 200
+ignore_startup_parameters = extra_float_digits,search_path
+logfile = %s
+`, target.Database, server, schema, port, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"))
+	for name, body := range map[string]string{
+		"pgbouncer.ini": ini,
+		"users.txt":     fmt.Sprintf("%q \"\"\n", target.User),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // pgbouncerInstall is the one attempt per test binary to install pgbouncer, shared by all tests
