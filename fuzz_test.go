@@ -330,7 +330,7 @@ func decodeString(t *testing.T, s string) string {
 	return out
 }
 
-func decodeJSON(t *testing.T, doc []byte) any {
+func decodeJSON(t testing.TB, doc []byte) any {
 	t.Helper()
 	dec := json.NewDecoder(strings.NewReader(string(doc)))
 	dec.UseNumber()
