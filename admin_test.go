@@ -91,6 +91,9 @@ func TestCancelRunningJob(t *testing.T) {
 	}
 }
 
+// Cancel, Retry and Delete act on waiting jobs: a cancelled job retried is available again with
+// fresh attempts, a scheduled one retried runs now, Delete of a running job needs Cancel, and ids
+// unknown or of another queue are not found.
 func TestCancelRetryDeleteWaitingJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -145,6 +148,14 @@ func TestCancelRetryDeleteWaitingJobs(t *testing.T) {
 	}
 
 	// Unknown ids, and ids of another queue, are not found; nothing changes.
+	checkOtherIDsNotFound(t, b, q)
+}
+
+// checkOtherIDsNotFound checks that Cancel, Retry, Delete and Job of q return ErrNotFound for
+// an unknown id and for the id of a job of another queue, and leave that job as it was.
+func checkOtherIDsNotFound(t testing.TB, b *bundle, q *Queue[int]) {
+	t.Helper()
+	ctx := t.Context()
 	otherQueue := newQueue[int](t, b.client, "elsewhere")
 	foreign, err := otherQueue.Enqueue(ctx, 3, nil)
 	if err != nil {
