@@ -92,10 +92,18 @@ func TestEnqueueSQLTx(t *testing.T) {
 	}
 
 	// A nil payload of EnqueueManySQLTx is stored as JSON null, as EnqueueManyTx stores it.
+	checkSQLTxNilPayloads(t, b, db, q)
+}
+
+// checkSQLTxNilPayloads checks that EnqueueManySQLTx stores a nil payload as JSON null, and that
+// with no payloads at all it writes nothing and returns no ids.
+func checkSQLTxNilPayloads(t testing.TB, b *bundle, db *sql.DB, q *Queue[email]) {
+	t.Helper()
+	ctx := t.Context()
 	nullable := newQueue[*int](t, b.client, "nullable")
 	tx = beginSQL(t, db)
 	one := 1
-	ids, err = nullable.EnqueueManySQLTx(ctx, tx, []*int{nil, &one}, nil)
+	ids, err := nullable.EnqueueManySQLTx(ctx, tx, []*int{nil, &one}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
