@@ -96,12 +96,12 @@ func TestEnqueueSQLTx(t *testing.T) {
 }
 
 // checkSQLTxNilPayloads checks that EnqueueManySQLTx stores a nil payload as JSON null, and that
-// with no payloads at all it writes nothing and returns no ids.
+// given no payloads at all it returns no ids and no error.
 func checkSQLTxNilPayloads(t testing.TB, b *bundle, db *sql.DB, q *Queue[email]) {
 	t.Helper()
 	ctx := t.Context()
 	nullable := newQueue[*int](t, b.client, "nullable")
-	tx = beginSQL(t, db)
+	tx := beginSQL(t, db)
 	one := 1
 	ids, err := nullable.EnqueueManySQLTx(ctx, tx, []*int{nil, &one}, nil)
 	if err != nil {

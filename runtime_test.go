@@ -59,24 +59,7 @@ func TestClientRunServesManyQueues(t *testing.T) {
 	const queues, jobs, slots = 12, 30, 2
 	tracker := newConcurrencyTracker()
 	ev := newEvents()
-	var workers []AnyWorker
-	var ints []*Queue[int]
-	for i := range queues {
-		q := newQueue[int](t, b.client, fmt.Sprintf("ints-%d", i))
-		ints = append(ints, q)
-		workers = append(workers, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-			defer tracker.enter(job.Queue)()
-			return nil
-		}, &WorkerOptions{Concurrency: slots, OnEvent: ev.on, PollInterval: noPoll})))
-	}
-	words := newQueue[string](t, b.client, "words")
-	workers = append(workers, must(words.NewWorker(func(ctx context.Context, job *Job[string]) error {
-		defer tracker.enter(job.Queue)()
-		if job.Payload != "hello" {
-			return Permanent(fmt.Errorf("payload %q", job.Payload))
-		}
-		return nil
-	}, &WorkerOptions{Concurrency: 1, OnEvent: ev.on, PollInterval: noPoll})))
+	ints, words, workers := manyQueuesWorkers(t, b, queues, slots, ev, tracker)
 
 	paused := ints[0]
 	if err := paused.Pause(t.Context()); err != nil {
@@ -113,6 +96,32 @@ func TestClientRunServesManyQueues(t *testing.T) {
 	if n := b.count("true"); n != 0 {
 		t.Fatalf("%d jobs left in the table", n)
 	}
+}
+
+// manyQueuesWorkers makes queues queues of ints ("ints-0", …), each with a worker of
+// Concurrency slots, and a queue "words" of strings with a worker of Concurrency 1 that fails
+// any payload but "hello"; every handler goes through tracker, and every worker reports to ev.
+func manyQueuesWorkers(t testing.TB, b *bundle, queues, slots int, ev *events, tracker *concurrencyTracker) ([]*Queue[int], *Queue[string], []AnyWorker) {
+	t.Helper()
+	var workers []AnyWorker
+	var ints []*Queue[int]
+	for i := range queues {
+		q := newQueue[int](t, b.client, fmt.Sprintf("ints-%d", i))
+		ints = append(ints, q)
+		workers = append(workers, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			defer tracker.enter(job.Queue)()
+			return nil
+		}, &WorkerOptions{Concurrency: slots, OnEvent: ev.on, PollInterval: noPoll})))
+	}
+	words := newQueue[string](t, b.client, "words")
+	workers = append(workers, must(words.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		defer tracker.enter(job.Queue)()
+		if job.Payload != "hello" {
+			return Permanent(fmt.Errorf("payload %q", job.Payload))
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 1, OnEvent: ev.on, PollInterval: noPoll})))
+	return ints, words, workers
 }
 
 // countCompleted waits for n EventCompleted events of ev and adds each to completed, by queue.
