@@ -103,6 +103,13 @@ const modelSequencesDefault = 25
 // between 1 and 2·modelStepsAverage-1.
 const modelStepsAverage = 24
 
+// TestModel stays one function: its table of operations is the model's whole vocabulary, each
+// entry's call on the queue beside its effect on the model, all sharing one queue and model;
+// splitting it would part the two.
+//
+// TestModel runs random sequences of operations (PGQUEUE_MODEL_SEQUENCES of them, by default
+// modelSequencesDefault), each on a queue of its own, and after every step compares the queue
+// with the model (see the top of this file).
 func TestModel(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -285,6 +292,9 @@ func checkErr(rt *seqT, op string, err, want error) {
 	}
 }
 
+// modelWork stays one function: it follows one job from its claim through its outcome to the
+// worker's events, each step using what the ones before it saw, in the order they happen.
+//
 // modelWork runs one job of q, if the model says one is runnable, with a handler that ends as
 // outcome says, and checks the worker's events against the model.
 func modelWork(rt *seqT, q *Queue[int], m *queueModel, outcome string) {
