@@ -91,6 +91,9 @@ func TestCancelRunningJob(t *testing.T) {
 	}
 }
 
+// Cancel, Retry and Delete act on waiting jobs: a cancelled job retried is available again with
+// fresh attempts, a scheduled one retried runs now, Delete of a running job needs Cancel, and ids
+// unknown or of another queue are not found.
 func TestCancelRetryDeleteWaitingJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -145,6 +148,14 @@ func TestCancelRetryDeleteWaitingJobs(t *testing.T) {
 	}
 
 	// Unknown ids, and ids of another queue, are not found; nothing changes.
+	checkOtherIDsNotFound(t, b, q)
+}
+
+// checkOtherIDsNotFound checks that Cancel, Retry, Delete and Job of q return ErrNotFound for
+// an unknown id and for the id of a job of another queue, and leave that job as it was.
+func checkOtherIDsNotFound(t testing.TB, b *bundle, q *Queue[int]) {
+	t.Helper()
+	ctx := t.Context()
 	otherQueue := newQueue[int](t, b.client, "elsewhere")
 	foreign, err := otherQueue.Enqueue(ctx, 3, nil)
 	if err != nil {
@@ -394,49 +405,57 @@ func TestCancelTxRunningJob(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := parent.forTest(t)
-			worker := b.newClient()
-			q := newQueue[int](t, worker, strings.NewReplacer(".", "-").Replace(tc.name))
-			started := make(chan struct{})
-			cause := make(chan error, 1)
-			ev := newEvents()
-			w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-				close(started)
-				<-ctx.Done()
-				cause <- context.Cause(ctx)
-				return nil
-			}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll, LockDuration: time.Minute}))
-			startWorker(t, w)
-			// A deleted job's worker learns of the deletion only from the notification. (And
-			// the listener's start, which has the worker check its leases, must not come while
-			// the transactions below hold the job's row.)
-			waitListening(t, worker, 1)
-			job := must(q.Enqueue(ctx, 1, nil))
-			receive(t, started, 10*time.Second, "the job to start")
-
-			b.inTx(false, func(tx pgx.Tx) error { return tc.op(tx, q, job.ID) })
-			if n := b.count("id = $1 AND status = 'running' AND lock_token IS NOT NULL", [16]byte(job.ID)); n != 1 {
-				t.Fatal("the job is no longer running after the rollback")
-			}
-			b.inTx(true, func(tx pgx.Tx) error {
-				if err := tc.op(tx, q, job.ID); err != nil {
-					return err
-				}
-				// NOTIFY is delivered on commit: the handler runs on while tx is open.
-				select {
-				case err := <-cause:
-					t.Fatalf("the handler was cancelled (%v) before the transaction committed", err)
-				case <-time.After(300 * time.Millisecond):
-				}
-				return nil
-			})
-			if err := receive(t, cause, 10*time.Second, "the handler's context to be cancelled"); !errors.Is(err, ErrCancelled) {
-				t.Fatalf("cause = %v, want ErrCancelled", err)
-			}
-			if e := ev.next(t, EventCancelled); e.JobID != job.ID {
-				t.Fatalf("cancelled event = %+v", e)
-			}
+			checkCancelTxRunning(t, parent.forTest(t), tc.name, tc.op)
 		})
+	}
+}
+
+// checkCancelTxRunning runs a job that waits for its context to end, then calls op on it in a
+// transaction that rolls back (the job keeps running) and in one that commits (the handler runs
+// on until the commit, then its context ends with ErrCancelled and EventCancelled follows).
+func checkCancelTxRunning(t testing.TB, b *bundle, name string, op func(tx pgx.Tx, q *Queue[int], id ulid.ULID) error) {
+	t.Helper()
+	ctx := t.Context()
+	worker := b.newClient()
+	q := newQueue[int](t, worker, strings.NewReplacer(".", "-").Replace(name))
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	ev := newEvents()
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll, LockDuration: time.Minute}))
+	startWorker(t, w)
+	// A deleted job's worker learns of the deletion only from the notification. (And
+	// the listener's start, which has the worker check its leases, must not come while
+	// the transactions below hold the job's row.)
+	waitListening(t, worker, 1)
+	job := must(q.Enqueue(ctx, 1, nil))
+	receive(t, started, 10*time.Second, "the job to start")
+
+	b.inTx(false, func(tx pgx.Tx) error { return op(tx, q, job.ID) })
+	if n := b.count("id = $1 AND status = 'running' AND lock_token IS NOT NULL", [16]byte(job.ID)); n != 1 {
+		t.Fatal("the job is no longer running after the rollback")
+	}
+	b.inTx(true, func(tx pgx.Tx) error {
+		if err := op(tx, q, job.ID); err != nil {
+			return err
+		}
+		// NOTIFY is delivered on commit: the handler runs on while tx is open.
+		select {
+		case err := <-cause:
+			t.Fatalf("the handler was cancelled (%v) before the transaction committed", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		return nil
+	})
+	if err := receive(t, cause, 10*time.Second, "the handler's context to be cancelled"); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("cause = %v, want ErrCancelled", err)
+	}
+	if e := ev.next(t, EventCancelled); e.JobID != job.ID {
+		t.Fatalf("cancelled event = %+v", e)
 	}
 }
 
@@ -511,31 +530,7 @@ func TestClientAdminByID(t *testing.T) {
 	admin := b.newClient()
 
 	// The id as psql shows it, and as the API gives it, name the same job.
-	var shown string
-	if err := b.pool.QueryRow(ctx, "SELECT id::text FROM pgqueue_jobs WHERE id = $1", [16]byte(second.ID)).Scan(&shown); err != nil {
-		t.Fatal(err)
-	}
-	if shown != FormatUUID(second.ID) {
-		t.Fatalf("psql shows %s, FormatUUID gives %s", shown, FormatUUID(second.ID))
-	}
-	for _, s := range []string{shown, second.ID.String()} {
-		id, err := ParseID(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := admin.Job(ctx, id)
-		if err != nil {
-			t.Fatalf("Job(%s): %v", s, err)
-		}
-		var got signup
-		if err := json.Unmarshal(e.Payload, &got); err != nil || got != (signup{Email: "bob@example.com"}) {
-			t.Fatalf("Job(%s) payload %s (%v)", s, e.Payload, err)
-		}
-		if e.ID != second.ID || e.Queue != "welcome_emails" || e.Status != StatusScheduled || e.Place != 2 ||
-			e.PayloadError != nil || string(e.RawPayload) != string(e.Payload) {
-			t.Fatalf("Job(%s) = %+v", s, e)
-		}
-	}
+	checkAdminFindsByEitherForm(t, b, admin, second.ID)
 
 	if err := admin.CancelJob(ctx, first.ID); err != nil {
 		t.Fatal(err)
@@ -560,18 +555,61 @@ func TestClientAdminByID(t *testing.T) {
 	}
 
 	// The sentinels are those of the typed calls.
-	b.exec("UPDATE pgqueue_jobs SET status = 'running', lock_token = gen_random_uuid(), lock_until = now() + interval '1 hour' WHERE id = $1", [16]byte(first.ID))
-	if err := admin.RetryJob(ctx, first.ID); !errors.Is(err, ErrJobRunning) {
+	checkAdminSentinels(t, b, admin, first.ID)
+}
+
+// checkAdminFindsByEitherForm checks that the text psql shows for job want's uuid is what
+// FormatUUID gives, and that admin's Job finds the job (the second of
+// TestClientAdminByID, with its payload, queue, status and place) from that text and from the
+// ULID text alike.
+func checkAdminFindsByEitherForm(t testing.TB, b *bundle, admin *Client, want ulid.ULID) {
+	t.Helper()
+	ctx := t.Context()
+	var shown string
+	if err := b.pool.QueryRow(ctx, "SELECT id::text FROM pgqueue_jobs WHERE id = $1", [16]byte(want)).Scan(&shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown != FormatUUID(want) {
+		t.Fatalf("psql shows %s, FormatUUID gives %s", shown, FormatUUID(want))
+	}
+	for _, s := range []string{shown, want.String()} {
+		id, err := ParseID(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := admin.Job(ctx, id)
+		if err != nil {
+			t.Fatalf("Job(%s): %v", s, err)
+		}
+		var got signup
+		if err := json.Unmarshal(e.Payload, &got); err != nil || got != (signup{Email: "bob@example.com"}) {
+			t.Fatalf("Job(%s) payload %s (%v)", s, e.Payload, err)
+		}
+		if e.ID != want || e.Queue != "welcome_emails" || e.Status != StatusScheduled || e.Place != 2 ||
+			e.PayloadError != nil || string(e.RawPayload) != string(e.Payload) {
+			t.Fatalf("Job(%s) = %+v", s, e)
+		}
+	}
+}
+
+// checkAdminSentinels checks that the untyped calls fail with the sentinels of the typed ones:
+// ErrJobRunning for RetryJob and DeleteJob of job id while it runs, ErrJobFinished for CancelJob
+// once it has failed, ErrNotFound for every call on an unknown id. It deletes job id.
+func checkAdminSentinels(t testing.TB, b *bundle, admin *Client, id ulid.ULID) {
+	t.Helper()
+	ctx := t.Context()
+	b.exec("UPDATE pgqueue_jobs SET status = 'running', lock_token = gen_random_uuid(), lock_until = now() + interval '1 hour' WHERE id = $1", [16]byte(id))
+	if err := admin.RetryJob(ctx, id); !errors.Is(err, ErrJobRunning) {
 		t.Errorf("RetryJob of a running job = %v, want ErrJobRunning", err)
 	}
-	if err := admin.DeleteJob(ctx, first.ID, nil); !errors.Is(err, ErrJobRunning) {
+	if err := admin.DeleteJob(ctx, id, nil); !errors.Is(err, ErrJobRunning) {
 		t.Errorf("DeleteJob of a running job = %v, want ErrJobRunning", err)
 	}
-	b.exec("UPDATE pgqueue_jobs SET status = 'failed', lock_token = NULL, lock_until = NULL, finished_at = now() WHERE id = $1", [16]byte(first.ID))
-	if err := admin.CancelJob(ctx, first.ID); !errors.Is(err, ErrJobFinished) {
+	b.exec("UPDATE pgqueue_jobs SET status = 'failed', lock_token = NULL, lock_until = NULL, finished_at = now() WHERE id = $1", [16]byte(id))
+	if err := admin.CancelJob(ctx, id); !errors.Is(err, ErrJobFinished) {
 		t.Errorf("CancelJob of a failed job = %v, want ErrJobFinished", err)
 	}
-	if err := admin.DeleteJob(ctx, first.ID, nil); err != nil {
+	if err := admin.DeleteJob(ctx, id, nil); err != nil {
 		t.Fatal(err)
 	}
 	unknown := ulid.Make()
@@ -582,6 +620,19 @@ func TestClientAdminByID(t *testing.T) {
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s of an unknown id = %v, want ErrNotFound", name, err)
 		}
+	}
+}
+
+// checkAdminError checks that err, the error of the call name, wraps is and names the package
+// once.
+func checkAdminError(t testing.TB, name string, err, is error) {
+	t.Helper()
+	if !errors.Is(err, is) {
+		t.Errorf("%s = %v, want %v", name, err, is)
+		return
+	}
+	if n := strings.Count(err.Error(), "pgqueue:"); n != 1 {
+		t.Errorf("%s: %q names the package %d times, want once", name, err, n)
 	}
 }
 
@@ -635,13 +686,7 @@ func TestAdminErrorMessages(t *testing.T) {
 		{"Client.Jobs bad queue", errOf(c.Jobs(ctx, &ListOptions{Queues: []string{"no spaces"}})), ErrInvalidOption},
 		{"ParseID", errOf(ParseID("01M…")), ErrInvalidOption},
 	} {
-		if !errors.Is(tc.err, tc.is) {
-			t.Errorf("%s = %v, want %v", tc.name, tc.err, tc.is)
-			continue
-		}
-		if n := strings.Count(tc.err.Error(), "pgqueue:"); n != 1 {
-			t.Errorf("%s: %q names the package %d times, want once", tc.name, tc.err, n)
-		}
+		checkAdminError(t, tc.name, tc.err, tc.is)
 	}
 	want := "pgqueue: cancel job " + unknown.String() + " in welcome_emails: job not found"
 	if err := q.Cancel(ctx, unknown); err.Error() != want {

@@ -187,12 +187,10 @@ func BenchmarkDueLatency(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-ms")
 }
 
-// BenchmarkOperate1M measures what operators call on a queue of 10⁶ jobs (900,000 available at
-// three priorities, 100,000 scheduled): Stats, Client.Stats, a first listing page, a page deep
-// in the queue, and Job with its place.
-func BenchmarkOperate1M(b *testing.B) {
-	bb := setup(b)
-	q := newQueue[int](b, bb.client, "big")
+// fillOperate1M enqueues the jobs of BenchmarkOperate1M into q: 900,000 available at three
+// priorities, then 100,000 scheduled an hour ahead.
+func fillOperate1M(b testing.TB, q *Queue[int]) {
+	b.Helper()
 	batch := make([]int, 10_000)
 	for i := range 90 {
 		if _, err := q.EnqueueMany(b.Context(), batch, &EnqueueOptions{Priority: i % 3}); err != nil {
@@ -204,8 +202,12 @@ func BenchmarkOperate1M(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	bb.exec("VACUUM ANALYZE pgqueue_jobs")
-	// A cursor half-way down the line.
+}
+
+// halfWayPage walks q's listing 500,000 jobs down and returns list options of 100 jobs whose
+// cursor points there, with the page they list.
+func halfWayPage(b testing.TB, q *Queue[int]) (*ListOptions, *JobPage[int]) {
+	b.Helper()
 	deep := &ListOptions{Limit: 10_000}
 	for range 50 {
 		page, err := q.Jobs(b.Context(), deep)
@@ -219,6 +221,18 @@ func BenchmarkOperate1M(b *testing.B) {
 	if err != nil || len(mid.Jobs) == 0 {
 		b.Fatal(err)
 	}
+	return deep, mid
+}
+
+// BenchmarkOperate1M measures what operators call on a queue of 10⁶ jobs (900,000 available at
+// three priorities, 100,000 scheduled): Stats, Client.Stats, a first listing page, a page deep
+// in the queue, and Job with its place.
+func BenchmarkOperate1M(b *testing.B) {
+	bb := setup(b)
+	q := newQueue[int](b, bb.client, "big")
+	fillOperate1M(b, q)
+	bb.exec("VACUUM ANALYZE pgqueue_jobs")
+	deep, mid := halfWayPage(b, q)
 	b.Run("QueueStats", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := q.Stats(b.Context()); err != nil {

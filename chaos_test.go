@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -252,6 +253,9 @@ func heldBy(b *bundle, workerID string) []ulid.ULID {
 	return ids
 }
 
+// TestChaosKilledWorkers stays one function: the kills, the replacements and the final
+// accounting share the run's processes and records, and read in the order they happen.
+//
 // Worker processes are killed with SIGKILL at random moments while three of them work through
 // a queue, and replaced. No job is lost, none is left running, and a job runs more than once only
 // if it was in flight in a killed process (or a worker reported losing its lock). Jobs that record
@@ -387,6 +391,9 @@ func chaosSnapshot(b *bundle) string {
 	return s
 }
 
+// TestChaosFrozenWorker stays one function: freezing, the takeover, the thaw and the fencing
+// checks are one story over the same two processes, told in the order it happens.
+//
 // A worker process is frozen with SIGSTOP while it holds jobs (a stand-in for a network
 // partition) for longer than its LockDuration; another process takes the jobs back and completes
 // them. When the frozen process is continued, the contexts of its handlers are cancelled with
@@ -546,6 +553,9 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
+// TestChaosListenerKilled stays one function: the kill loop, the enqueues beside it and the
+// wake-up checks after it share their state and read in the order they happen.
+//
 // The listener's connection is killed again and again with pg_terminate_backend, found the way
 // an operator would find it (pg_stat_activity), while jobs are enqueued all along. With the
 // safety-net poll at 30 s, no job waits for it: jobs announced while the listener was away are
@@ -652,58 +662,12 @@ func TestChaosPoolStarvation(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = client.Close() })
 	q := newQueue[int](t, client, "starved")
-	const insert = "INSERT INTO chaos_runs (job_id, pid, attempt, tx) VALUES ($1, 0, $2, $3)"
-	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-		switch job.Payload % 3 {
-		case 0:
-			_, err := small.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, false)
-			return err
-		case 1:
-			var runs int
-			if err := small.QueryRow(ctx, "SELECT count(*) FROM chaos_runs WHERE job_id = $1", [16]byte(job.ID)).Scan(&runs); err != nil {
-				return err
-			}
-			_, err := small.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, false)
-			return err
-		default:
-			tx, err := small.Begin(ctx)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			if _, err := tx.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, true); err != nil {
-				return err
-			}
-			if err := job.CompleteTx(ctx, tx); err != nil {
-				return err
-			}
-			return tx.Commit(ctx)
-		}
-	}, &WorkerOptions{Concurrency: 50}))
+	w := must(q.NewWorker(starvedHandler(small), &WorkerOptions{Concurrency: 50}))
 	began := time.Now()
 	stop := startWorker(t, w)
 
 	// Enqueue through the starved pool while the worker runs: in batches, and one at a time.
-	const batches, batch, singles = 4, 450, 200
-	var ids []ulid.ULID
-	for k := range batches {
-		payloads := make([]int, batch)
-		for i := range payloads {
-			payloads[i] = k*batch + i
-		}
-		got, err := q.EnqueueMany(t.Context(), payloads, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, got...)
-		for i := range singles / batches {
-			job, err := q.Enqueue(t.Context(), batches*batch+k*singles/batches+i, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, job.ID)
-		}
-	}
+	ids := enqueueStarved(t, q)
 	jobs := len(ids)
 
 	deadline := time.Now().Add(2 * time.Minute)
@@ -731,6 +695,67 @@ func TestChaosPoolStarvation(t *testing.T) {
 	t.Logf("chaos pool-starvation: jobs=%d max-conns=%d concurrency=50 elapsed=%s acquires=%d waited=%d (%.0f%%) wait-total=%s",
 		jobs, s.MaxConns(), elapsed.Round(time.Millisecond), s.AcquireCount(), s.EmptyAcquireCount(),
 		100*float64(s.EmptyAcquireCount())/float64(s.AcquireCount()), s.EmptyAcquireWaitTime().Round(time.Millisecond))
+}
+
+// starvedHandler is the handler of TestChaosPoolStarvation: it records the job's run in
+// chaos_runs through small, by one of three paths by payload: an insert; a query, then an
+// insert; or a transaction that inserts and completes the job with CompleteTx.
+func starvedHandler(small *pgxpool.Pool) func(context.Context, *Job[int]) error {
+	const insert = "INSERT INTO chaos_runs (job_id, pid, attempt, tx) VALUES ($1, 0, $2, $3)"
+	return func(ctx context.Context, job *Job[int]) error {
+		switch job.Payload % 3 {
+		case 0:
+			_, err := small.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, false)
+			return err
+		case 1:
+			var runs int
+			if err := small.QueryRow(ctx, "SELECT count(*) FROM chaos_runs WHERE job_id = $1", [16]byte(job.ID)).Scan(&runs); err != nil {
+				return err
+			}
+			_, err := small.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, false)
+			return err
+		default:
+			tx, err := small.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, err := tx.Exec(ctx, insert, [16]byte(job.ID), job.Attempt, true); err != nil {
+				return err
+			}
+			if err := job.CompleteTx(ctx, tx); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}
+	}
+}
+
+// enqueueStarved enqueues the 2,000 jobs of TestChaosPoolStarvation into q, in batches of 450
+// with single enqueues between them, and returns their ids.
+func enqueueStarved(t testing.TB, q *Queue[int]) []ulid.ULID {
+	t.Helper()
+	const batches, batch, singles = 4, 450, 200
+	var ids []ulid.ULID
+	for k := range batches {
+		payloads := make([]int, batch)
+		for i := range payloads {
+			payloads[i] = k*batch + i
+		}
+		got, err := q.EnqueueMany(t.Context(), payloads, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+		for i := range singles / batches {
+			job, err := q.Enqueue(t.Context(), batches*batch+k*singles/batches+i, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, job.ID)
+		}
+	}
+	return ids
 }
 
 // A handler completes its job with CompleteTx, but the transaction rolls back (its commit failed,
@@ -784,6 +809,9 @@ func TestChaosCompleteTxRolledBack(t *testing.T) {
 	}
 }
 
+// TestChaosWorkerReclaimsItsOwnLostJob stays one function: it stages one race step by step, and
+// the steps share the two attempts' channels and read in the order they happen.
+//
 // A running job's lease runs out in the database and the job is taken back before its worker
 // notices (as when its heartbeats are held up while its claims go through), and the same worker
 // claims the job again. The worker then holds two attempts of one job: the older one has lost its
@@ -851,6 +879,9 @@ func TestChaosWorkerReclaimsItsOwnLostJob(t *testing.T) {
 	}
 }
 
+// TestChaosCompleteTxRolledBackThenLost stays one function: it is one race, staged step by step,
+// whose steps share the handler's channels and must read in the order they happen.
+//
 // A handler completes its job with CompleteTx, the transaction rolls back, and meanwhile the job
 // is taken by another attempt. The attempt has lost the job: the heartbeat cancels its handler
 // (ErrLockLost), or, if the handler returns first, its success is reported as EventLockLost —

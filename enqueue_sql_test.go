@@ -25,7 +25,7 @@ func (b *bundle) sqlDB() *sql.DB {
 }
 
 // beginSQL begins a database/sql transaction, rolled back when the test ends unless committed.
-func beginSQL(t *testing.T, db *sql.DB) *sql.Tx {
+func beginSQL(t testing.TB, db *sql.DB) *sql.Tx {
 	t.Helper()
 	tx, err := db.BeginTx(t.Context(), nil)
 	if err != nil {
@@ -35,6 +35,8 @@ func beginSQL(t *testing.T, db *sql.DB) *sql.Tx {
 	return tx
 }
 
+// EnqueueSQLTx and EnqueueManySQLTx write jobs with their options in a database/sql
+// transaction: invisible until it commits, gone if it rolls back.
 func TestEnqueueSQLTx(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -68,33 +70,7 @@ func TestEnqueueSQLTx(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-
-	var (
-		status, payload string
-		priority, max   int
-		retryDelay      time.Duration
-		repeat          int
-	)
-	err = b.pool.QueryRow(ctx, `SELECT status, payload::text, priority, max_attempts, retry_delay, repeat_remaining
-		FROM pgqueue_jobs WHERE id = $1`, [16]byte(job.ID)).Scan(&status, &payload, &priority, &max, &retryDelay, &repeat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if status != "available" || payload != `{"to": "ada@example.com", "subject": "hi"}` || priority != 5 || max != 3 ||
-		retryDelay != time.Second || repeat != 2 {
-		t.Fatalf("row = %s %s %d %d %s %d", status, payload, priority, max, retryDelay, repeat)
-	}
-	for i, id := range ids {
-		want := []string{`{"to": "a", "subject": ""}`, `{"to": "b", "subject": ""}`}[i]
-		err := b.pool.QueryRow(ctx, `SELECT status, payload::text, max_attempts FROM pgqueue_jobs WHERE id = $1`,
-			[16]byte(id)).Scan(&status, &payload, &max)
-		if err != nil {
-			t.Fatalf("job %d of EnqueueManySQLTx: %v", i, err)
-		}
-		if status != "available" || payload != want || max != MaxAttemptsDefault {
-			t.Fatalf("job %d of EnqueueManySQLTx: %s %s %d", i, status, payload, max)
-		}
-	}
+	checkSQLTxRows(t, b, job.ID, ids)
 
 	// A rolled-back transaction leaves nothing.
 	tx = beginSQL(t, db)
@@ -116,10 +92,18 @@ func TestEnqueueSQLTx(t *testing.T) {
 	}
 
 	// A nil payload of EnqueueManySQLTx is stored as JSON null, as EnqueueManyTx stores it.
+	checkSQLTxNilPayloads(t, b, db, q)
+}
+
+// checkSQLTxNilPayloads checks that EnqueueManySQLTx stores a nil payload as JSON null, and that
+// given no payloads at all it returns no ids and no error.
+func checkSQLTxNilPayloads(t testing.TB, b *bundle, db *sql.DB, q *Queue[email]) {
+	t.Helper()
+	ctx := t.Context()
 	nullable := newQueue[*int](t, b.client, "nullable")
-	tx = beginSQL(t, db)
+	tx := beginSQL(t, db)
 	one := 1
-	ids, err = nullable.EnqueueManySQLTx(ctx, tx, []*int{nil, &one}, nil)
+	ids, err := nullable.EnqueueManySQLTx(ctx, tx, []*int{nil, &one}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +115,39 @@ func TestEnqueueSQLTx(t *testing.T) {
 	}
 	if ids, err := q.EnqueueManySQLTx(ctx, beginSQL(t, db), nil, nil); err != nil || ids != nil {
 		t.Fatalf("EnqueueManySQLTx(nil) = %v, %v", ids, err)
+	}
+}
+
+// checkSQLTxRows checks the rows TestEnqueueSQLTx committed: job id with all its options, and
+// the jobs of ids (from EnqueueManySQLTx) with their payloads and the default MaxAttempts.
+func checkSQLTxRows(t testing.TB, b *bundle, id ulid.ULID, ids []ulid.ULID) {
+	t.Helper()
+	ctx := t.Context()
+	var (
+		status, payload string
+		priority, max   int
+		retryDelay      time.Duration
+		repeat          int
+	)
+	err := b.pool.QueryRow(ctx, `SELECT status, payload::text, priority, max_attempts, retry_delay, repeat_remaining
+		FROM pgqueue_jobs WHERE id = $1`, [16]byte(id)).Scan(&status, &payload, &priority, &max, &retryDelay, &repeat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != "available" || payload != `{"to": "ada@example.com", "subject": "hi"}` || priority != 5 || max != 3 ||
+		retryDelay != time.Second || repeat != 2 {
+		t.Fatalf("row = %s %s %d %d %s %d", status, payload, priority, max, retryDelay, repeat)
+	}
+	for i, id := range ids {
+		want := []string{`{"to": "a", "subject": ""}`, `{"to": "b", "subject": ""}`}[i]
+		err := b.pool.QueryRow(ctx, `SELECT status, payload::text, max_attempts FROM pgqueue_jobs WHERE id = $1`,
+			[16]byte(id)).Scan(&status, &payload, &max)
+		if err != nil {
+			t.Fatalf("job %d of EnqueueManySQLTx: %v", i, err)
+		}
+		if status != "available" || payload != want || max != MaxAttemptsDefault {
+			t.Fatalf("job %d of EnqueueManySQLTx: %s %s %d", i, status, payload, max)
+		}
 	}
 }
 
@@ -224,6 +241,9 @@ func TestEnqueueSQLTxRollbackNotifiesNothing(t *testing.T) {
 	}
 }
 
+// A UniqueKey holds across database/sql and pgx transactions alike: a second enqueue of the key,
+// in the same transaction or after commit, returns the first job; a rolled-back job frees its
+// key.
 func TestEnqueueSQLTxUnique(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -271,8 +291,16 @@ func TestEnqueueSQLTxUnique(t *testing.T) {
 	}
 
 	// A key whose job was rolled back is free again.
+	checkSQLTxKeyFreedByRollback(t, b, db, q)
+}
+
+// checkSQLTxKeyFreedByRollback checks that a key whose job was rolled back is free again: the
+// next EnqueueSQLTx of the key writes a new job.
+func checkSQLTxKeyFreedByRollback(t testing.TB, b *bundle, db *sql.DB, q *Queue[string]) {
+	t.Helper()
+	ctx := t.Context()
 	other := &EnqueueOptions{UniqueKey: "other"}
-	tx = beginSQL(t, db)
+	tx := beginSQL(t, db)
 	if _, err := q.EnqueueSQLTx(ctx, tx, "rolled back", other); err != nil {
 		t.Fatal(err)
 	}
@@ -367,20 +395,7 @@ func TestEnqueueSQLTxInvalid(t *testing.T) {
 	}
 	tx := beginSQL(t, db)
 	for _, c := range cases {
-		_, err := q.EnqueueSQLTx(ctx, tx, c.payload, c.opts)
-		if !errors.Is(err, c.want) {
-			t.Errorf("%s: EnqueueSQLTx = %v, want %v", c.name, err, c.want)
-		}
-		_, pgxErr := q.Enqueue(ctx, c.payload, c.opts)
-		if err != nil && pgxErr != nil && err.Error() != pgxErr.Error() {
-			t.Errorf("%s: EnqueueSQLTx says %q, Enqueue %q", c.name, err, pgxErr)
-		}
-		if c.opts != nil && c.opts.UniqueKey != "" {
-			continue // EnqueueMany refuses any UniqueKey, checked below
-		}
-		if _, err := q.EnqueueManySQLTx(ctx, tx, []any{1, c.payload}, c.opts); !errors.Is(err, c.want) {
-			t.Errorf("%s: EnqueueManySQLTx = %v, want %v", c.name, err, c.want)
-		}
+		checkSQLTxRefused(t, q, tx, c.name, c.payload, c.opts, c.want)
 	}
 	if _, err := q.EnqueueManySQLTx(ctx, tx, []any{1}, &EnqueueOptions{UniqueKey: "k"}); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("EnqueueManySQLTx with a UniqueKey = %v", err)
@@ -403,12 +418,42 @@ func TestEnqueueSQLTxInvalid(t *testing.T) {
 		t.Errorf("EnqueueManySQLTx with a nil tx = %v", err)
 	}
 
+	checkSQLTxClosed(t, b, db)
+}
+
+// checkSQLTxRefused checks that EnqueueSQLTx refuses payload with opts with an error that wraps
+// want and says what Enqueue says, and that EnqueueManySQLTx (unless opts has a UniqueKey,
+// which it refuses anyway) refuses it with want too.
+func checkSQLTxRefused(t testing.TB, q *Queue[any], tx *sql.Tx, name string, payload any, opts *EnqueueOptions, want error) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := q.EnqueueSQLTx(ctx, tx, payload, opts)
+	if !errors.Is(err, want) {
+		t.Errorf("%s: EnqueueSQLTx = %v, want %v", name, err, want)
+	}
+	_, pgxErr := q.Enqueue(ctx, payload, opts)
+	if err != nil && pgxErr != nil && err.Error() != pgxErr.Error() {
+		t.Errorf("%s: EnqueueSQLTx says %q, Enqueue %q", name, err, pgxErr)
+	}
+	if opts != nil && opts.UniqueKey != "" {
+		return // EnqueueMany refuses any UniqueKey, checked by the caller
+	}
+	if _, err := q.EnqueueManySQLTx(ctx, tx, []any{1, payload}, opts); !errors.Is(err, want) {
+		t.Errorf("%s: EnqueueManySQLTx = %v, want %v", name, err, want)
+	}
+}
+
+// checkSQLTxClosed checks that EnqueueSQLTx and EnqueueManySQLTx of a closed client's queue fail
+// with ErrClosed.
+func checkSQLTxClosed(t testing.TB, b *bundle, db *sql.DB) {
+	t.Helper()
+	ctx := t.Context()
 	c := b.newClient()
 	closed := newQueue[int](t, c, "sqlclosed")
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	tx = beginSQL(t, db)
+	tx := beginSQL(t, db)
 	if _, err := closed.EnqueueSQLTx(ctx, tx, 1, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("EnqueueSQLTx after Close = %v", err)
 	}

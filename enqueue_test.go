@@ -129,26 +129,7 @@ func TestEnqueueInvalid(t *testing.T) {
 		{"oversized payload", strings.Repeat("x", MaxPayloadBytesDefault), nil, ErrPayloadTooLarge},
 	}
 	for _, c := range cases {
-		_, err := q.Enqueue(ctx, c.payload, c.opts)
-		if err == nil {
-			t.Errorf("%s: Enqueue succeeded", c.name)
-			continue
-		}
-		if c.want != nil && !errors.Is(err, c.want) {
-			t.Errorf("%s: Enqueue = %v, want %v", c.name, err, c.want)
-		}
-		_, err = q.EnqueueMany(ctx, []any{1, c.payload}, c.opts)
-		if err == nil {
-			t.Errorf("%s: EnqueueMany succeeded", c.name)
-		}
-		tx, err := b.pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := q.EnqueueTx(ctx, tx, c.payload, c.opts); err == nil {
-			t.Errorf("%s: EnqueueTx succeeded", c.name)
-		}
-		_ = tx.Rollback(ctx)
+		checkEnqueueRefused(t, b, q, c.name, c.payload, c.opts, c.want)
 	}
 	if n := b.count("true"); n != 0 {
 		t.Fatalf("%d jobs written by failed enqueues", n)
@@ -166,6 +147,34 @@ func TestEnqueueInvalid(t *testing.T) {
 	if _, err := NewClient(nil, nil); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("NewClient without a pool = %v", err)
 	}
+}
+
+// checkEnqueueRefused checks that Enqueue refuses payload with opts (with an error that wraps
+// want, if want is not nil), and that EnqueueMany and EnqueueTx refuse it too. If Enqueue
+// accepts it, the other two are not tried.
+func checkEnqueueRefused(t testing.TB, b *bundle, q *Queue[any], name string, payload any, opts *EnqueueOptions, want error) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := q.Enqueue(ctx, payload, opts)
+	if err == nil {
+		t.Errorf("%s: Enqueue succeeded", name)
+		return
+	}
+	if want != nil && !errors.Is(err, want) {
+		t.Errorf("%s: Enqueue = %v, want %v", name, err, want)
+	}
+	_, err = q.EnqueueMany(ctx, []any{1, payload}, opts)
+	if err == nil {
+		t.Errorf("%s: EnqueueMany succeeded", name)
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueTx(ctx, tx, payload, opts); err == nil {
+		t.Errorf("%s: EnqueueTx succeeded", name)
+	}
+	_ = tx.Rollback(ctx)
 }
 
 var errMarshal = errors.New("cannot marshal")
@@ -348,6 +357,13 @@ func TestPayloadLimit(t *testing.T) {
 	}
 
 	// Job.Update refuses too, and the stored payload stays as it was.
+	checkUpdateTooLarge(t, b, q, fits, over, tooLarge)
+}
+
+// checkUpdateTooLarge runs q's three jobs, whose payload is fits, with a handler that updates
+// each to over: tooLarge checks each refusal, and every stored payload stays fits.
+func checkUpdateTooLarge(t testing.TB, b *bundle, q *Queue[string], fits, over string, tooLarge func(what string, err error)) {
+	t.Helper()
 	updated := make(chan error, 3)
 	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
 		updated <- job.Update(ctx, over)
@@ -408,32 +424,11 @@ func TestUnstorableValuesRejected(t *testing.T) {
 		"exponent out of range":  json.RawMessage(`{"n":0e1073741823}`),
 	}
 	good := json.RawMessage(`{"ok":true}`)
-	try := func(what string, payload json.RawMessage, opts *EnqueueOptions) {
-		t.Helper()
-		if _, err := q.Enqueue(ctx, payload, opts); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: Enqueue = %v, want ErrInvalidOption", what, err)
-		}
-		if _, err := q.EnqueueMany(ctx, []json.RawMessage{good, payload}, opts); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: EnqueueMany = %v, want ErrInvalidOption", what, err)
-		}
-		tx, err := b.pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		if _, err := q.EnqueueTx(ctx, tx, payload, opts); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: EnqueueTx = %v, want ErrInvalidOption", what, err)
-		}
-		// The caller's transaction is still usable.
-		if _, err := q.EnqueueTx(ctx, tx, good, nil); err != nil {
-			t.Errorf("%s: EnqueueTx after a refused one: %v", what, err)
-		}
-	}
 	for what, opts := range badOpts {
-		try(what, good, opts)
+		checkUnstorableRefused(t, b, q, what, good, opts)
 	}
 	for what, payload := range badPayloads {
-		try(what, payload, nil)
+		checkUnstorableRefused(t, b, q, what, payload, nil)
 	}
 	if n := b.count("true"); n != 0 {
 		t.Fatalf("%d jobs written by refused enqueues", n)
@@ -444,7 +439,44 @@ func TestUnstorableValuesRejected(t *testing.T) {
 		t.Errorf("Enqueue of a string with U+0000 = %v, want ErrInvalidOption", err)
 	}
 
-	// Stored as given, at the edges of what is accepted.
+	checkStorableEdges(t, q, good)
+
+	// Job.Update refuses them as well, and the job keeps its payload.
+	checkUpdateRefusesUnstorable(t, b, good, badPayloads["NUL escape"])
+}
+
+// checkUnstorableRefused checks that Enqueue, EnqueueMany (with a good payload first) and
+// EnqueueTx refuse payload with opts with ErrInvalidOption, and that the caller's transaction
+// is still usable after EnqueueTx's refusal.
+func checkUnstorableRefused(t testing.TB, b *bundle, q *Queue[json.RawMessage], what string, payload json.RawMessage, opts *EnqueueOptions) {
+	t.Helper()
+	ctx := t.Context()
+	good := json.RawMessage(`{"ok":true}`)
+	if _, err := q.Enqueue(ctx, payload, opts); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("%s: Enqueue = %v, want ErrInvalidOption", what, err)
+	}
+	if _, err := q.EnqueueMany(ctx, []json.RawMessage{good, payload}, opts); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("%s: EnqueueMany = %v, want ErrInvalidOption", what, err)
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := q.EnqueueTx(ctx, tx, payload, opts); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("%s: EnqueueTx = %v, want ErrInvalidOption", what, err)
+	}
+	// The caller's transaction is still usable.
+	if _, err := q.EnqueueTx(ctx, tx, good, nil); err != nil {
+		t.Errorf("%s: EnqueueTx after a refused one: %v", what, err)
+	}
+}
+
+// checkStorableEdges checks that run times at the edges of the years 1 to 9999, and JSON escapes
+// and numbers at the edges of what jsonb accepts, are stored as given.
+func checkStorableEdges(t testing.TB, q *Queue[json.RawMessage], good json.RawMessage) {
+	t.Helper()
+	ctx := t.Context()
 	edges := []time.Time{
 		time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC),
 		time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC),
@@ -474,15 +506,20 @@ func TestUnstorableValuesRejected(t *testing.T) {
 			t.Fatalf("payload %s read back as %.80s…: %s", raw, e.Payload, d)
 		}
 	}
+}
 
-	// Job.Update refuses them as well, and the job keeps its payload.
+// checkUpdateRefusesUnstorable runs a job whose handler updates its payload to bad, and checks
+// that Job.Update refuses it with ErrInvalidOption.
+func checkUpdateRefusesUnstorable(t testing.TB, b *bundle, good, bad json.RawMessage) {
+	t.Helper()
+	ctx := t.Context()
 	upd := newQueue[json.RawMessage](t, b.client, "unstorable-update")
 	if _, err := upd.Enqueue(ctx, good, nil); err != nil {
 		t.Fatal(err)
 	}
 	updated := make(chan error, 1)
 	w := must(upd.NewWorker(func(ctx context.Context, job *Job[json.RawMessage]) error {
-		updated <- job.Update(ctx, badPayloads["NUL escape"])
+		updated <- job.Update(ctx, bad)
 		return nil
 	}, &WorkerOptions{Concurrency: 1}))
 	startWorker(t, w)

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
 )
 
 // The fuzz targets below run their seed corpus (testdata/fuzz/<FuzzName>/) as ordinary tests;
@@ -137,24 +139,33 @@ func FuzzEnqueueOptions(f *testing.F) {
 		if err != nil {
 			t.Fatalf("EnqueueTx with accepted options %+v: %v", opts, err)
 		}
-		var gotPriority, gotMax, gotRepeat int
-		var gotKey *string
-		var runAt time.Time
-		err = tx.QueryRow(ctx, `SELECT priority, max_attempts, repeat_remaining, unique_key, run_at
-			FROM pgqueue_jobs WHERE id = $1`, [16]byte(job.ID)).Scan(&gotPriority, &gotMax, &gotRepeat, &gotKey, &runAt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantMax := cmpOr(opts.MaxAttempts, MaxAttemptsDefault)
-		if gotPriority != opts.Priority || gotMax != wantMax || gotRepeat != opts.RepeatCount || deref(gotKey) != key {
-			t.Fatalf("stored priority %d max %d repeat %d key %q, want %d %d %d %q",
-				gotPriority, gotMax, gotRepeat, deref(gotKey), opts.Priority, wantMax, opts.RepeatCount, key)
-		}
-		if !opts.RunAt.IsZero() && !runAt.Equal(opts.RunAt.Truncate(time.Microsecond)) &&
-			!runAt.Equal(opts.RunAt.Round(time.Microsecond)) {
-			t.Fatalf("stored run_at %s, want %s", runAt, opts.RunAt)
-		}
+		checkStoredOptions(t, tx, job.ID, opts)
 	})
+}
+
+// checkStoredOptions checks that the row of job id, read in tx, holds opts as given: priority,
+// max attempts (or the default), repeat count, unique key and run time (to the microsecond).
+func checkStoredOptions(t testing.TB, tx pgx.Tx, id ulid.ULID, opts *EnqueueOptions) {
+	t.Helper()
+	ctx := context.Background()
+	key := opts.UniqueKey
+	var gotPriority, gotMax, gotRepeat int
+	var gotKey *string
+	var runAt time.Time
+	err := tx.QueryRow(ctx, `SELECT priority, max_attempts, repeat_remaining, unique_key, run_at
+		FROM pgqueue_jobs WHERE id = $1`, [16]byte(id)).Scan(&gotPriority, &gotMax, &gotRepeat, &gotKey, &runAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMax := cmpOr(opts.MaxAttempts, MaxAttemptsDefault)
+	if gotPriority != opts.Priority || gotMax != wantMax || gotRepeat != opts.RepeatCount || deref(gotKey) != key {
+		t.Fatalf("stored priority %d max %d repeat %d key %q, want %d %d %d %q",
+			gotPriority, gotMax, gotRepeat, deref(gotKey), opts.Priority, wantMax, opts.RepeatCount, key)
+	}
+	if !opts.RunAt.IsZero() && !runAt.Equal(opts.RunAt.Truncate(time.Microsecond)) &&
+		!runAt.Equal(opts.RunAt.Round(time.Microsecond)) {
+		t.Fatalf("stored run_at %s, want %s", runAt, opts.RunAt)
+	}
 }
 
 func cmpOr(v, def int) int {
@@ -258,66 +269,83 @@ func FuzzPayload(f *testing.F) {
 	strs := newQueue[string](f, b.client, "fuzz-strings")
 	raws := newQueue[json.RawMessage](f, b.client, "fuzz-json")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ctx := context.Background()
-		clear := func(what string, err error) {
-			t.Helper()
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) || !errors.Is(err, ErrInvalidOption) && !errors.Is(err, ErrPayloadTooLarge) {
-				t.Fatalf("%s %q: %v, want ErrInvalidOption or ErrPayloadTooLarge from before the write", what, data, err)
-			}
-		}
-
-		s := string(data)
-		job, err := strs.Enqueue(ctx, s, nil)
-		if err != nil {
-			clear("string", err)
-			if !strings.ContainsRune(s, 0) && len(s) < MaxPayloadBytesDefault/6 {
-				t.Fatalf("string %q refused: %v", s, err)
-			}
-		} else {
-			// encoding/json replaces invalid UTF-8 with U+FFFD; apart from that, the same string.
-			want := decodeString(t, s)
-			e, err := strs.Job(ctx, job.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e.PayloadError != nil || e.Payload != want {
-				t.Fatalf("string %q read back as %q (%v)", s, e.Payload, e.PayloadError)
-			}
-			if err := strs.Delete(ctx, job.ID, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-
-		if !json.Valid(data) {
-			if _, err := raws.Enqueue(ctx, json.RawMessage(data), nil); err == nil {
-				t.Fatalf("invalid JSON %q accepted", data)
-			}
-			return
-		}
-		job2, err := raws.Enqueue(ctx, json.RawMessage(data), nil)
-		if err != nil {
-			clear("JSON", err)
-			return
-		}
-		e, err := raws.Job(ctx, job2.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.PayloadError != nil {
-			t.Fatalf("JSON %q read back undecodable: %v", data, e.PayloadError)
-		}
-		if d := jsonDiff(decodeJSON(t, data), decodeJSON(t, e.Payload)); d != "" {
-			t.Fatalf("JSON %q read back as %q: %s", data, e.Payload, d)
-		}
-		if err := raws.Delete(ctx, job2.ID, nil); err != nil {
-			t.Fatal(err)
-		}
+		checkStringPayload(t, strs, data)
+		checkJSONPayload(t, raws, data)
 	})
 }
 
+// checkRefusedBeforeWrite checks that err, the error of enqueueing data as a what, is
+// ErrInvalidOption or ErrPayloadTooLarge and no error of the database.
+func checkRefusedBeforeWrite(t testing.TB, what string, data []byte, err error) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) || !errors.Is(err, ErrInvalidOption) && !errors.Is(err, ErrPayloadTooLarge) {
+		t.Fatalf("%s %q: %v, want ErrInvalidOption or ErrPayloadTooLarge from before the write", what, data, err)
+	}
+}
+
+// checkStringPayload enqueues data as a string and checks that it is refused clearly (and only
+// for U+0000 or a size near the limit) or read back as encoding/json makes it; it deletes the
+// job.
+func checkStringPayload(t testing.TB, strs *Queue[string], data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	s := string(data)
+	job, err := strs.Enqueue(ctx, s, nil)
+	if err != nil {
+		checkRefusedBeforeWrite(t, "string", data, err)
+		if !strings.ContainsRune(s, 0) && len(s) < MaxPayloadBytesDefault/6 {
+			t.Fatalf("string %q refused: %v", s, err)
+		}
+		return
+	}
+	// encoding/json replaces invalid UTF-8 with U+FFFD; apart from that, the same string.
+	want := decodeString(t, s)
+	e, err := strs.Job(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.PayloadError != nil || e.Payload != want {
+		t.Fatalf("string %q read back as %q (%v)", s, e.Payload, e.PayloadError)
+	}
+	if err := strs.Delete(ctx, job.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkJSONPayload enqueues data as raw JSON and checks that invalid JSON is refused, and valid
+// JSON refused clearly or read back as the same document; it deletes the job.
+func checkJSONPayload(t testing.TB, raws *Queue[json.RawMessage], data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	if !json.Valid(data) {
+		if _, err := raws.Enqueue(ctx, json.RawMessage(data), nil); err == nil {
+			t.Fatalf("invalid JSON %q accepted", data)
+		}
+		return
+	}
+	job, err := raws.Enqueue(ctx, json.RawMessage(data), nil)
+	if err != nil {
+		checkRefusedBeforeWrite(t, "JSON", data, err)
+		return
+	}
+	e, err := raws.Job(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.PayloadError != nil {
+		t.Fatalf("JSON %q read back undecodable: %v", data, e.PayloadError)
+	}
+	if d := jsonDiff(decodeJSON(t, data), decodeJSON(t, e.Payload)); d != "" {
+		t.Fatalf("JSON %q read back as %q: %s", data, e.Payload, d)
+	}
+	if err := raws.Delete(ctx, job.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // decodeString is what encoding/json makes of s after a round trip.
-func decodeString(t *testing.T, s string) string {
+func decodeString(t testing.TB, s string) string {
 	t.Helper()
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -330,7 +358,7 @@ func decodeString(t *testing.T, s string) string {
 	return out
 }
 
-func decodeJSON(t *testing.T, doc []byte) any {
+func decodeJSON(t testing.TB, doc []byte) any {
 	t.Helper()
 	dec := json.NewDecoder(strings.NewReader(string(doc)))
 	dec.UseNumber()

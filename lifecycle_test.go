@@ -189,24 +189,7 @@ func TestUniqueConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			opts := &EnqueueOptions{UniqueKey: "user-42"}
-			var job *Job[int]
-			var err error
-			if i%2 == 0 {
-				job, err = q.Enqueue(t.Context(), i, opts)
-			} else {
-				tx, berr := b.pool.Begin(t.Context())
-				if berr != nil {
-					t.Error(berr)
-					return
-				}
-				job, err = q.EnqueueTx(t.Context(), tx, i, opts)
-				if err == nil {
-					err = tx.Commit(t.Context())
-				} else {
-					_ = tx.Rollback(t.Context())
-				}
-			}
+			job, err := enqueueUserKey(t.Context(), b, q, i)
 			if err != nil {
 				t.Error(err)
 				return
@@ -248,6 +231,26 @@ func TestUniqueConcurrent(t *testing.T) {
 	if _, err := q.EnqueueMany(t.Context(), []int{1}, &EnqueueOptions{UniqueKey: "x"}); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("EnqueueMany with a UniqueKey = %v", err)
 	}
+}
+
+// enqueueUserKey enqueues payload i with the unique key "user-42": from the pool for an even
+// i, in a transaction of its own (committed if the enqueue succeeds) for an odd one.
+func enqueueUserKey(ctx context.Context, b *bundle, q *Queue[int], i int) (*Job[int], error) {
+	opts := &EnqueueOptions{UniqueKey: "user-42"}
+	if i%2 == 0 {
+		return q.Enqueue(ctx, i, opts)
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	job, err := q.EnqueueTx(ctx, tx, i, opts)
+	if err == nil {
+		err = tx.Commit(ctx)
+	} else {
+		_ = tx.Rollback(ctx)
+	}
+	return job, err
 }
 
 func TestRepeatOptionsInvalid(t *testing.T) {

@@ -29,7 +29,32 @@ func TestJobsPagesThroughALargeQueue(t *testing.T) {
 	}
 	b.exec("VACUUM ANALYZE pgqueue_jobs")
 
-	seen := make(map[ulid.ULID]bool, available+scheduled)
+	checkWalkInRunOrder(t, q, available+scheduled)
+
+	// Scheduled jobs alone keep their places behind the available ones.
+	page, err := q.Jobs(ctx, &ListOptions{Statuses: []Status{StatusScheduled}, Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Jobs[0].Place != available+1 || page.Jobs[0].Status != StatusScheduled {
+		t.Fatalf("first scheduled job has place %d, want %d", page.Jobs[0].Place, available+1)
+	}
+	// Job agrees with the listing.
+	one, err := q.Job(ctx, page.Jobs[3].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Place != page.Jobs[3].Place {
+		t.Fatalf("Job says place %d, the listing %d", one.Place, page.Jobs[3].Place)
+	}
+}
+
+// checkWalkInRunOrder walks q's listing in pages of 1000 and checks that it lists each of its
+// total jobs once, in run order, at places 1 to total.
+func checkWalkInRunOrder(t testing.TB, q *Queue[int], total int) {
+	t.Helper()
+	ctx := t.Context()
+	seen := make(map[ulid.ULID]bool, total)
 	var last *JobEntry[int]
 	pages := 0
 	opts := &ListOptions{Limit: 1000}
@@ -62,25 +87,8 @@ func TestJobsPagesThroughALargeQueue(t *testing.T) {
 		}
 		opts.Cursor = page.Next
 	}
-	if len(seen) != available+scheduled || last.Place != available+scheduled {
-		t.Fatalf("listed %d jobs up to place %d over %d pages, want %d", len(seen), last.Place, pages, available+scheduled)
-	}
-
-	// Scheduled jobs alone keep their places behind the available ones.
-	page, err := q.Jobs(ctx, &ListOptions{Statuses: []Status{StatusScheduled}, Limit: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if page.Jobs[0].Place != available+1 || page.Jobs[0].Status != StatusScheduled {
-		t.Fatalf("first scheduled job has place %d, want %d", page.Jobs[0].Place, available+1)
-	}
-	// Job agrees with the listing.
-	one, err := q.Job(ctx, page.Jobs[3].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if one.Place != page.Jobs[3].Place {
-		t.Fatalf("Job says place %d, the listing %d", one.Place, page.Jobs[3].Place)
+	if len(seen) != total || last.Place != total {
+		t.Fatalf("listed %d jobs up to place %d over %d pages, want %d", len(seen), last.Place, pages, total)
 	}
 }
 
@@ -95,6 +103,8 @@ func runsBefore(a, b *JobEntry[int]) bool {
 	return a.Priority > b.Priority || (a.Priority == b.Priority && a.ID.Compare(b.ID) < 0)
 }
 
+// Jobs lists running jobs first (place 0), then waiting ones in run order (places from 1), then
+// finished ones (place -1); Job gives the same places; bad list options are refused.
 func TestJobsStatusesAndPlaces(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -148,6 +158,14 @@ func TestJobsStatusesAndPlaces(t *testing.T) {
 	}
 	close(release)
 
+	checkJobsRefusesBadOptions(t, q)
+}
+
+// checkJobsRefusesBadOptions checks that Jobs refuses a negative Limit, an unknown status and a
+// malformed cursor with ErrInvalidOption.
+func checkJobsRefusesBadOptions(t testing.TB, q *Queue[string]) {
+	t.Helper()
+	ctx := t.Context()
 	if _, err := q.Jobs(ctx, &ListOptions{Limit: -1}); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("negative Limit = %v", err)
 	}
@@ -219,7 +237,7 @@ type listed struct {
 }
 
 // walkClientJobs pages through Client.Jobs with opts and returns every entry.
-func walkClientJobs(t *testing.T, c *Client, opts ListOptions) []listed {
+func walkClientJobs(t testing.TB, c *Client, opts ListOptions) []listed {
 	t.Helper()
 	var out []listed
 	for pages := 0; ; pages++ {
@@ -244,7 +262,7 @@ func walkClientJobs(t *testing.T, c *Client, opts ListOptions) []listed {
 }
 
 // walkQueueJobs lists each queue with Queue.Jobs, one after the other.
-func walkQueueJobs(t *testing.T, c *Client, statuses []Status, queues ...string) []listed {
+func walkQueueJobs(t testing.TB, c *Client, statuses []Status, queues ...string) []listed {
 	t.Helper()
 	var out []listed
 	for _, name := range queues {
@@ -315,7 +333,17 @@ func TestClientJobsAcrossQueues(t *testing.T) {
 	}
 
 	// A cursor belongs to its listing.
-	page, err = c.Jobs(ctx, &ListOptions{Limit: 1})
+	checkClientJobsCursors(t, c, alpha, beta)
+}
+
+// checkClientJobsCursors checks that a cursor of a listing is refused by another listing (of
+// other queues, or by Queue.Jobs of another queue) with ErrInvalidOption, as are Queue.Jobs
+// with Queues, a bad queue name and a bad cursor; and that a cursor of alpha's Queue.Jobs
+// continues alpha's listing in Client.Jobs.
+func checkClientJobsCursors(t testing.TB, c *Client, alpha *Queue[int], beta *Queue[string]) {
+	t.Helper()
+	ctx := t.Context()
+	page, err := c.Jobs(ctx, &ListOptions{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

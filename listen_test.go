@@ -9,7 +9,7 @@ import (
 )
 
 // waitListening waits until the client's listener has established its nth session.
-func waitListening(t *testing.T, c *Client, n int64) {
+func waitListening(t testing.TB, c *Client, n int64) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "the listener to connect", func() bool {
 		return c.listener.sessions.Load() >= n && c.listener.pid.Load() != 0

@@ -46,6 +46,14 @@ DROP TABLE a;
 		t.Fatalf("up %q\ndown %q", p.up, p.down)
 	}
 
+	checkGooseParseRefuses(t)
+}
+
+// checkGooseParseRefuses checks that the parser refuses files that misplace, repeat or leave out
+// a section, leave a statement or block unended, or use goose features pgqueue's migrations do
+// not.
+func checkGooseParseRefuses(t testing.TB) {
+	t.Helper()
 	for name, bad := range map[string]string{
 		"no Up":                 "CREATE TABLE a (id int);\n",
 		"SQL before Up":         "SELECT 1;\n-- +goose Up\nSELECT 1;\n-- +goose Down\nSELECT 1;\n",

@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"slices"
 	"strings"
@@ -89,51 +90,28 @@ func TestMigrateToAndDown(t *testing.T) {
 	ctx := t.Context()
 	db := b.db()
 	ms, _ := embeddedMigrations()
-	names := func(ran []Migration) []string {
-		var s []string
-		for _, m := range ran {
-			s = append(s, m.Name)
-		}
-		return s
-	}
-	status := func(applied int) {
-		t.Helper()
-		st, err := MigrateStatus(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(st) != len(ms) {
-			t.Fatalf("MigrateStatus lists %d migrations, want %d", len(st), len(ms))
-		}
-		for i, s := range st {
-			if s.Version != ms[i].version || s.Name != ms[i].name || s.Applied != (i < applied) ||
-				s.Applied == s.AppliedAt.IsZero() || (s.Applied && time.Since(s.AppliedAt).Abs() > time.Hour) {
-				t.Errorf("status of %s with %d applied: %+v", ms[i].name, applied, s)
-			}
-		}
-	}
-	status(0)
+	checkMigrateStatus(t, db, ms, 0)
 
 	ran, err := MigrateTo(ctx, db, ms[1].version)
-	if err != nil || !slices.Equal(names(ran), []string{ms[0].name, ms[1].name}) || ran[1].Version != ms[1].version {
+	if err != nil || !slices.Equal(migrationNames(ran), []string{ms[0].name, ms[1].name}) || ran[1].Version != ms[1].version {
 		t.Fatalf("MigrateTo %d: %+v (%v)", ms[1].version, ran, err)
 	}
 	schemaAt(t, c, ms[1].version)
-	status(2)
+	checkMigrateStatus(t, db, ms, 2)
 	if ran, err := MigrateTo(ctx, db, ms[0].version); err != nil || len(ran) != 0 {
 		t.Fatalf("MigrateTo an older version: %+v (%v), want nothing", ran, err)
 	}
 	ran, err = MigrateDownOne(ctx, db)
-	if err != nil || !slices.Equal(names(ran), []string{ms[1].name}) {
+	if err != nil || !slices.Equal(migrationNames(ran), []string{ms[1].name}) {
 		t.Fatalf("MigrateDownOne: %+v (%v)", ran, err)
 	}
 	schemaAt(t, c, ms[0].version)
-	status(1)
+	checkMigrateStatus(t, db, ms, 1)
 
 	migrate(t, b.pool)
-	status(len(ms))
+	checkMigrateStatus(t, db, ms, len(ms))
 	ran, err = MigrateDown(ctx, db, ms[len(ms)-3].version)
-	if err != nil || !slices.Equal(names(ran), []string{ms[len(ms)-1].name, ms[len(ms)-2].name}) {
+	if err != nil || !slices.Equal(migrationNames(ran), []string{ms[len(ms)-1].name, ms[len(ms)-2].name}) {
 		t.Fatalf("MigrateDown: %+v (%v)", ran, err)
 	}
 	schemaAt(t, c, ms[len(ms)-3].version)
@@ -146,11 +124,47 @@ func TestMigrateToAndDown(t *testing.T) {
 		}
 	}
 	schemaAt(t, c, 0)
-	status(0)
+	checkMigrateStatus(t, db, ms, 0)
 	if ran, err := MigrateDownOne(ctx, db); err != nil || len(ran) != 0 {
 		t.Fatalf("MigrateDownOne on an empty schema: %+v (%v)", ran, err)
 	}
 
+	checkMigrateRefusesVersions(t, db, ms)
+}
+
+// migrationNames returns the names of the migrations in ran, in order.
+func migrationNames(ran []Migration) []string {
+	var s []string
+	for _, m := range ran {
+		s = append(s, m.Name)
+	}
+	return s
+}
+
+// checkMigrateStatus checks that MigrateStatus lists every migration of ms, in order, the first
+// applied of them as applied (within the last hour) and the rest as not.
+func checkMigrateStatus(t testing.TB, db *sql.DB, ms []migrationFile, applied int) {
+	t.Helper()
+	st, err := MigrateStatus(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != len(ms) {
+		t.Fatalf("MigrateStatus lists %d migrations, want %d", len(st), len(ms))
+	}
+	for i, s := range st {
+		if s.Version != ms[i].version || s.Name != ms[i].name || s.Applied != (i < applied) ||
+			s.Applied == s.AppliedAt.IsZero() || (s.Applied && time.Since(s.AppliedAt).Abs() > time.Hour) {
+			t.Errorf("status of %s with %d applied: %+v", ms[i].name, applied, s)
+		}
+	}
+}
+
+// checkMigrateRefusesVersions checks that MigrateTo refuses versions that are not among ms's
+// with ErrInvalidOption (naming the package once), and that MigrateDown does too, except 0.
+func checkMigrateRefusesVersions(t testing.TB, db *sql.DB, ms []migrationFile) {
+	t.Helper()
+	ctx := t.Context()
 	for _, v := range []int64{-1, 0, 1, ms[0].version + 1, SchemaVersion + 1} {
 		if _, err := MigrateTo(ctx, db, v); !errors.Is(err, ErrInvalidOption) || strings.Count(err.Error(), "pgqueue:") != 1 {
 			t.Errorf("MigrateTo %d: %v, want ErrInvalidOption", v, err)

@@ -103,6 +103,13 @@ const modelSequencesDefault = 25
 // between 1 and 2·modelStepsAverage-1.
 const modelStepsAverage = 24
 
+// TestModel stays one function: its table of operations is the model's whole vocabulary, each
+// entry's call on the queue beside its effect on the model, all sharing one queue and model;
+// splitting it would part the two.
+//
+// TestModel runs random sequences of operations (PGQUEUE_MODEL_SEQUENCES of them, by default
+// modelSequencesDefault), each on a queue of its own, and after every step compares the queue
+// with the model (see the top of this file).
 func TestModel(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -285,6 +292,9 @@ func checkErr(rt *seqT, op string, err, want error) {
 	}
 }
 
+// modelWork stays one function: it follows one job from its claim through its outcome to the
+// worker's events, each step using what the ones before it saw, in the order they happen.
+//
 // modelWork runs one job of q, if the model says one is runnable, with a handler that ends as
 // outcome says, and checks the worker's events against the model.
 func modelWork(rt *seqT, q *Queue[int], m *queueModel, outcome string) {
@@ -457,6 +467,16 @@ wait:
 func checkModel(rt *seqT, q *Queue[int], m *queueModel) {
 	rt.Helper()
 	ctx := context.Background()
+	place := checkModelListing(ctx, rt, q, m)
+	checkModelLookups(ctx, rt, q, m, place)
+	checkModelStats(ctx, rt, q, m)
+}
+
+// checkModelListing compares the listing of every job with the model's: running ones, then
+// waiting ones in run order with their places, then finished ones. It returns each job's
+// expected place (0 for a running job).
+func checkModelListing(ctx context.Context, rt *seqT, q *Queue[int], m *queueModel) map[ulid.ULID]int {
+	rt.Helper()
 
 	page, err := q.Jobs(ctx, &ListOptions{Limit: ListLimitMax, Statuses: listSections})
 	if err != nil {
@@ -500,7 +520,13 @@ func checkModel(rt *seqT, q *Queue[int], m *queueModel) {
 	if !slices.Equal(got, want) {
 		rt.Fatalf("listing:\n got %q\nwant %q", got, want)
 	}
+	return place
+}
 
+// checkModelLookups looks up a few jobs the model knows (deleted ones included) and compares
+// each with the model.
+func checkModelLookups(ctx context.Context, rt *seqT, q *Queue[int], m *queueModel, place map[ulid.ULID]int) {
+	rt.Helper()
 	for range min(2, len(m.known)) {
 		id := draw(rt, "lookup", m.known...)
 		j := m.jobs[id]
@@ -519,7 +545,11 @@ func checkModel(rt *seqT, q *Queue[int], m *queueModel) {
 			rt.Fatalf("Job(%s) = %s, want %s", id, got, want)
 		}
 	}
+}
 
+// checkModelStats compares the queue's counts with the model's.
+func checkModelStats(ctx context.Context, rt *seqT, q *Queue[int], m *queueModel) {
+	rt.Helper()
 	st, err := q.Stats(ctx)
 	if err != nil {
 		rt.Fatalf("Stats: %v", err)

@@ -10,6 +10,9 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
+// TestPoisonJobsDoNotStallTheWorker stays one function: the poison jobs and the good ones go
+// through one worker in one run, and the checks read in the order the jobs settle.
+//
 // Poison jobs — a payload that no longer decodes into T, a handler that panics, a handler that
 // never returns and ignores its context — each end in a clear, recorded state, and the jobs
 // around them keep flowing through the same worker, even with a single slot.

@@ -130,24 +130,13 @@ type chaosJob struct {
 func chaosMain() int {
 	ctx, stop := ossignal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	concurrency, err := strconv.Atoi(os.Getenv("PGQUEUE_CHAOS_CONCURRENCY"))
+	set, err := readChaosSettings()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "PGQUEUE_CHAOS_CONCURRENCY:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	var lock, poll, work time.Duration
-	for _, d := range []struct {
-		name string
-		dst  *time.Duration
-	}{{"PGQUEUE_CHAOS_LOCK", &lock}, {"PGQUEUE_CHAOS_POLL", &poll}, {"PGQUEUE_CHAOS_WORK", &work}} {
-		if *d.dst, err = time.ParseDuration(os.Getenv(d.name)); err != nil {
-			fmt.Fprintln(os.Stderr, d.name+":", err)
-			return 2
-		}
-	}
-	hold := os.Getenv("PGQUEUE_CHAOS_HOLD") == "1"
 	thawed := make(chan struct{})
-	if hold {
+	if set.hold {
 		cont := make(chan os.Signal, 1)
 		ossignal.Notify(cont, syscall.SIGCONT)
 		go func() {
@@ -156,87 +145,130 @@ func chaosMain() int {
 		}()
 	}
 
-	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = os.Getenv("PGQUEUE_TEST_SCHEMA")
-	// A connection for every handler, and some for the worker's own statements.
-	cfg.MaxConns = int32(concurrency + 4)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, client, q, err := openChaosQueue(ctx, set)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer pool.Close()
-	ccfg := &Config{
-		ID:     fmt.Sprintf("chaos-%d", os.Getpid()),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	}
-	if os.Getenv("PGQUEUE_CHAOS_KEEP") == "1" {
-		ccfg.Retention.Completed = KeepForever
-	}
-	client, err := NewClient(pool, ccfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
 	defer client.Close()
-	q, err := NewQueue[chaosJob](client, "chaos")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
 
-	pid := os.Getpid()
-	handler := func(ctx context.Context, job *Job[chaosJob]) error {
-		if !hold {
-			if work > 0 && !sleepCtx(ctx, rand.N(work)) {
-				return context.Cause(ctx)
-			}
-			return recordChaosRun(ctx, pool, job, pid)
-		}
-		fmt.Printf("started %s\n", job.ID)
-		if job.Payload.Wait {
-			<-ctx.Done()
-			cause := context.Cause(ctx)
-			if errors.Is(cause, ErrLockLost) {
-				fmt.Printf("cancelled %s lock-lost\n", job.ID)
-			} else {
-				fmt.Printf("cancelled %s %v\n", job.ID, cause)
-			}
-			return cause
-		}
-		select {
-		case <-thawed:
-		case <-time.After(time.Minute): // never frozen: the test has failed already
-		}
-		// Late work, as a frozen process does it on waking: with no regard for its context.
-		err := recordChaosRun(context.WithoutCancel(ctx), pool, job, pid)
-		switch {
-		case err == nil:
-			fmt.Printf("finished %s ok\n", job.ID)
-		case errors.Is(err, ErrNotHeld):
-			fmt.Printf("finished %s not-held\n", job.ID)
-		default:
-			fmt.Printf("finished %s %v\n", job.ID, err)
-		}
-		return err
-	}
 	onEvent := func(ev Event) {
 		switch ev.Kind {
 		case EventLockLost, EventCancelled, EventFailed, EventError:
 			fmt.Printf("event %s %s\n", ev.Kind, ev.JobID)
 		}
 	}
-	w := must(q.NewWorker(handler, &WorkerOptions{Concurrency: concurrency, LockDuration: lock,
-		PollInterval: poll, OnEvent: onEvent}))
+	w := must(q.NewWorker(chaosHandler(pool, set, thawed), &WorkerOptions{Concurrency: set.concurrency,
+		LockDuration: set.lock, PollInterval: set.poll, OnEvent: onEvent}))
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// readChaosSettings reads the settings startChaos passed in the PGQUEUE_CHAOS_* variables; its
+// error names the variable.
+func readChaosSettings() (chaosSettings, error) {
+	var set chaosSettings
+	var err error
+	if set.concurrency, err = strconv.Atoi(os.Getenv("PGQUEUE_CHAOS_CONCURRENCY")); err != nil {
+		return set, fmt.Errorf("PGQUEUE_CHAOS_CONCURRENCY: %w", err)
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"PGQUEUE_CHAOS_LOCK", &set.lock}, {"PGQUEUE_CHAOS_POLL", &set.poll}, {"PGQUEUE_CHAOS_WORK", &set.work}} {
+		if *d.dst, err = time.ParseDuration(os.Getenv(d.name)); err != nil {
+			return set, fmt.Errorf("%s: %w", d.name, err)
+		}
+	}
+	set.hold = os.Getenv("PGQUEUE_CHAOS_HOLD") == "1"
+	set.keep = os.Getenv("PGQUEUE_CHAOS_KEEP") == "1"
+	return set, nil
+}
+
+// openChaosQueue opens a pool on PGQUEUE_TEST_DSN whose connections use PGQUEUE_TEST_SCHEMA,
+// with a connection for every handler and some for the worker's own statements, a client of
+// it named after the process, and its queue "chaos".
+func openChaosQueue(ctx context.Context, set chaosSettings) (*pgxpool.Pool, *Client, *Queue[chaosJob], error) {
+	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = os.Getenv("PGQUEUE_TEST_SCHEMA")
+	cfg.MaxConns = int32(set.concurrency + 4)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ccfg := &Config{
+		ID:     fmt.Sprintf("chaos-%d", os.Getpid()),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	}
+	if set.keep {
+		ccfg.Retention.Completed = KeepForever
+	}
+	client, err := NewClient(pool, ccfg)
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	q, err := NewQueue[chaosJob](client, "chaos")
+	if err != nil {
+		_ = client.Close()
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	return pool, client, q, nil
+}
+
+// chaosHandler is the handler of a chaos worker process: it sleeps a random time below
+// set.work and records the run, or, in a holding process, holds the job (holdChaosJob).
+func chaosHandler(pool *pgxpool.Pool, set chaosSettings, thawed <-chan struct{}) func(context.Context, *Job[chaosJob]) error {
+	pid := os.Getpid()
+	return func(ctx context.Context, job *Job[chaosJob]) error {
+		if !set.hold {
+			if set.work > 0 && !sleepCtx(ctx, rand.N(set.work)) {
+				return context.Cause(ctx)
+			}
+			return recordChaosRun(ctx, pool, job, pid)
+		}
+		return holdChaosJob(ctx, pool, job, pid, thawed)
+	}
+}
+
+// holdChaosJob holds job as chaosMain describes, printing what happens: a Wait job until its
+// context ends; any other until thawed is closed (or a minute has passed), after which it
+// records its run late, with no regard for its context.
+func holdChaosJob(ctx context.Context, pool *pgxpool.Pool, job *Job[chaosJob], pid int, thawed <-chan struct{}) error {
+	fmt.Printf("started %s\n", job.ID)
+	if job.Payload.Wait {
+		<-ctx.Done()
+		cause := context.Cause(ctx)
+		if errors.Is(cause, ErrLockLost) {
+			fmt.Printf("cancelled %s lock-lost\n", job.ID)
+		} else {
+			fmt.Printf("cancelled %s %v\n", job.ID, cause)
+		}
+		return cause
+	}
+	select {
+	case <-thawed:
+	case <-time.After(time.Minute): // never frozen: the test has failed already
+	}
+	// Late work, as a frozen process does it on waking: with no regard for its context.
+	err := recordChaosRun(context.WithoutCancel(ctx), pool, job, pid)
+	switch {
+	case err == nil:
+		fmt.Printf("finished %s ok\n", job.ID)
+	case errors.Is(err, ErrNotHeld):
+		fmt.Printf("finished %s not-held\n", job.ID)
+	default:
+		fmt.Printf("finished %s %v\n", job.ID, err)
+	}
+	return err
 }
 
 // recordChaosRun inserts the run of job into chaos_runs: on its own, or for a chaosJob.Tx job

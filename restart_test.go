@@ -73,6 +73,9 @@ func TestPostgresCrashRestart(t *testing.T) {
 	testRestarts(t, "immediate", noPoll)
 }
 
+// testRestarts stays one function: the rounds of restarts, the stream of enqueues beside them
+// and the final accounting share their state and read in the order they happen.
+//
 // testRestarts runs the restart scenario: restartRounds restarts in pg_ctl's mode, with the
 // stream's workers polling every poll.
 func testRestarts(t *testing.T, mode string, poll time.Duration) {

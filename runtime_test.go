@@ -57,35 +57,9 @@ func TestClientRunServesManyQueues(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const queues, jobs, slots = 12, 30, 2
-	var mu sync.Mutex
-	running, most := map[string]int{}, map[string]int{}
-	enter := func(queue string) func() {
-		mu.Lock()
-		running[queue]++
-		most[queue] = max(most[queue], running[queue])
-		mu.Unlock()
-		time.Sleep(time.Millisecond)
-		return func() { mu.Lock(); running[queue]--; mu.Unlock() }
-	}
+	tracker := newConcurrencyTracker()
 	ev := newEvents()
-	var workers []AnyWorker
-	var ints []*Queue[int]
-	for i := range queues {
-		q := newQueue[int](t, b.client, fmt.Sprintf("ints-%d", i))
-		ints = append(ints, q)
-		workers = append(workers, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-			defer enter(job.Queue)()
-			return nil
-		}, &WorkerOptions{Concurrency: slots, OnEvent: ev.on, PollInterval: noPoll})))
-	}
-	words := newQueue[string](t, b.client, "words")
-	workers = append(workers, must(words.NewWorker(func(ctx context.Context, job *Job[string]) error {
-		defer enter(job.Queue)()
-		if job.Payload != "hello" {
-			return Permanent(fmt.Errorf("payload %q", job.Payload))
-		}
-		return nil
-	}, &WorkerOptions{Concurrency: 1, OnEvent: ev.on, PollInterval: noPoll})))
+	ints, words, workers := manyQueuesWorkers(t, b, queues, slots, ev, tracker)
 
 	paused := ints[0]
 	if err := paused.Pause(t.Context()); err != nil {
@@ -102,20 +76,14 @@ func TestClientRunServesManyQueues(t *testing.T) {
 	}
 
 	completed := map[string]int{}
-	for range (queues-1)*jobs + 1 {
-		e := ev.next(t, EventCompleted)
-		completed[e.Queue]++
-	}
+	countCompleted(t, ev, (queues-1)*jobs+1, completed)
 	if completed[paused.Name()] != 0 || b.count("queue = $1", paused.Name()) != jobs {
 		t.Fatalf("the paused queue ran %d jobs", completed[paused.Name()])
 	}
 	if err := paused.Resume(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	for range jobs {
-		e := ev.next(t, EventCompleted)
-		completed[e.Queue]++
-	}
+	countCompleted(t, ev, jobs, completed)
 	for _, q := range ints {
 		if completed[q.Name()] != jobs {
 			t.Errorf("queue %s: %d jobs completed, want %d", q.Name(), completed[q.Name()], jobs)
@@ -124,14 +92,77 @@ func TestClientRunServesManyQueues(t *testing.T) {
 	if completed["words"] != 1 {
 		t.Errorf("queue words: %d jobs completed, want 1", completed["words"])
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for queue, n := range most {
-		if limit := map[bool]int{true: 1, false: slots}[queue == "words"]; n > limit {
-			t.Errorf("queue %s ran %d jobs at once, more than its Concurrency %d", queue, n, limit)
-		}
-	}
+	tracker.checkAtMost(t, func(queue string) int { return map[bool]int{true: 1, false: slots}[queue == "words"] })
 	if n := b.count("true"); n != 0 {
 		t.Fatalf("%d jobs left in the table", n)
+	}
+}
+
+// manyQueuesWorkers makes queues queues of ints ("ints-0", …), each with a worker of
+// Concurrency slots, and a queue "words" of strings with a worker of Concurrency 1 that fails
+// any payload but "hello"; every handler goes through tracker, and every worker reports to ev.
+func manyQueuesWorkers(t testing.TB, b *bundle, queues, slots int, ev *events, tracker *concurrencyTracker) ([]*Queue[int], *Queue[string], []AnyWorker) {
+	t.Helper()
+	var workers []AnyWorker
+	var ints []*Queue[int]
+	for i := range queues {
+		q := newQueue[int](t, b.client, fmt.Sprintf("ints-%d", i))
+		ints = append(ints, q)
+		workers = append(workers, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			defer tracker.enter(job.Queue)()
+			return nil
+		}, &WorkerOptions{Concurrency: slots, OnEvent: ev.on, PollInterval: noPoll})))
+	}
+	words := newQueue[string](t, b.client, "words")
+	workers = append(workers, must(words.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		defer tracker.enter(job.Queue)()
+		if job.Payload != "hello" {
+			return Permanent(fmt.Errorf("payload %q", job.Payload))
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 1, OnEvent: ev.on, PollInterval: noPoll})))
+	return ints, words, workers
+}
+
+// countCompleted waits for n EventCompleted events of ev and adds each to completed, by queue.
+func countCompleted(t testing.TB, ev *events, n int, completed map[string]int) {
+	t.Helper()
+	for range n {
+		e := ev.next(t, EventCompleted)
+		completed[e.Queue]++
+	}
+}
+
+// concurrencyTracker records, queue by queue, the most handlers that ran at once.
+type concurrencyTracker struct {
+	mu      sync.Mutex
+	running map[string]int
+	most    map[string]int
+}
+
+func newConcurrencyTracker() *concurrencyTracker {
+	return &concurrencyTracker{running: map[string]int{}, most: map[string]int{}}
+}
+
+// enter counts a handler of queue in and holds it for a millisecond; the function it returns
+// counts the handler out.
+func (c *concurrencyTracker) enter(queue string) func() {
+	c.mu.Lock()
+	c.running[queue]++
+	c.most[queue] = max(c.most[queue], c.running[queue])
+	c.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	return func() { c.mu.Lock(); c.running[queue]--; c.mu.Unlock() }
+}
+
+// checkAtMost checks that no queue ran more handlers at once than limit says.
+func (c *concurrencyTracker) checkAtMost(t testing.TB, limit func(queue string) int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for queue, n := range c.most {
+		if limit := limit(queue); n > limit {
+			t.Errorf("queue %s ran %d jobs at once, more than its Concurrency %d", queue, n, limit)
+		}
 	}
 }

@@ -60,6 +60,9 @@ func soakDuration(t *testing.T) (time.Duration, bool) {
 	return d, true
 }
 
+// TestSoak stays one function: the producer, the worker and the periodic measurements run
+// together, and the bounds checked at the end are over the samples taken along the way.
+//
 // A producer enqueues at a steady rate and a worker keeps up, with retention keeping finished
 // jobs for a second. Goroutines, heap and the rows in the table must stay bounded; in the long
 // mode the table's size must level off too.

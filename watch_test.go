@@ -10,7 +10,7 @@ import (
 )
 
 // nextChange waits for the next change of kind, skipping others.
-func nextChange(t *testing.T, ch <-chan Change, kind ChangeKind) Change {
+func nextChange(t testing.TB, ch <-chan Change, kind ChangeKind) Change {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
@@ -28,6 +28,18 @@ func nextChange(t *testing.T, ch <-chan Change, kind ChangeKind) Change {
 	}
 }
 
+// nextChangeOf waits for the next change of kind, skipping others, and checks that it names
+// job id.
+func nextChangeOf(t testing.TB, ch <-chan Change, kind ChangeKind, id ulid.ULID) {
+	t.Helper()
+	if c := nextChange(t, ch, kind); !hasID(c.JobIDs, id) {
+		t.Fatalf("%s change %v lacks %s", kind, c.JobIDs, id)
+	}
+}
+
+// A watch reports what happens to its queue, also when a worker of another client does it:
+// enqueues, starts and outcomes, pause and resume, cancellations; after its listener's connection
+// is killed, it asks for a resync and goes on.
 func TestWatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -54,19 +66,13 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	nextChange(t, changes, ChangeEnqueued)
-	if c := nextChange(t, changes, ChangeStarted); !hasID(c.JobIDs, job.ID) {
-		t.Fatalf("started change %v lacks %s", c.JobIDs, job.ID)
-	}
-	if c := nextChange(t, changes, ChangeCompleted); !hasID(c.JobIDs, job.ID) {
-		t.Fatalf("completed change %v lacks %s", c.JobIDs, job.ID)
-	}
+	nextChangeOf(t, changes, ChangeStarted, job.ID)
+	nextChangeOf(t, changes, ChangeCompleted, job.ID)
 	bad, err := q.Enqueue(t.Context(), -1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := nextChange(t, changes, ChangeFailed); !hasID(c.JobIDs, bad.ID) {
-		t.Fatalf("failed change %v lacks %s", c.JobIDs, bad.ID)
-	}
+	nextChangeOf(t, changes, ChangeFailed, bad.ID)
 	if err := q.Pause(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -78,15 +84,24 @@ func TestWatch(t *testing.T) {
 	if err := q.Cancel(t.Context(), later.ID); err != nil {
 		t.Fatal(err)
 	}
-	if c := nextChange(t, changes, ChangeCancelled); !hasID(c.JobIDs, later.ID) {
-		t.Fatalf("cancelled change %v lacks %s", c.JobIDs, later.ID)
-	}
+	nextChangeOf(t, changes, ChangeCancelled, later.ID)
 	if err := q.Resume(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	nextChange(t, changes, ChangeResumed)
 
 	// The listener's connection is killed: the watch goes on, after a resync.
+	checkWatchSurvivesListenerKill(t, b, q, changes)
+
+	cancel()
+	for range changes { // closes when ctx ends
+	}
+}
+
+// checkWatchSurvivesListenerKill kills the connection of b's listener and checks that the
+// watch asks for a resync, then, once the listener is back, reports a new job's completion.
+func checkWatchSurvivesListenerKill(t testing.TB, b *bundle, q *Queue[int], changes <-chan Change) {
+	t.Helper()
 	sessions := b.client.listener.sessions.Load()
 	b.exec("SELECT pg_terminate_backend($1)", int32(b.client.listener.pid.Load()))
 	nextChange(t, changes, ChangeResync)
@@ -95,10 +110,6 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	nextChange(t, changes, ChangeCompleted)
-
-	cancel()
-	for range changes { // closes when ctx ends
-	}
 }
 
 func hasID(ids []ulid.ULID, id ulid.ULID) bool {

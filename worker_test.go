@@ -308,6 +308,13 @@ func TestJobLogLevel(t *testing.T) {
 		}
 	}
 
+	checkLockLostAtWarn(t, b, quiet, quietEv, &out)
+}
+
+// checkLockLostAtWarn runs a job of quiet until it starts, takes its lock away, and checks that
+// its worker reports EventLockLost and logs the loss to out at Warn.
+func checkLockLostAtWarn(t testing.TB, b *bundle, quiet *Queue[int], quietEv *events, out *syncBuffer) {
+	t.Helper()
 	held, err := quiet.Enqueue(t.Context(), 2, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -166,36 +166,8 @@ func runAll(ctx context.Context, e *env, o options, w io.Writer) error {
 			continue
 		}
 		progress("== %s", sc.title(e))
-		for r := range o.runs {
-			for j, st := range sc.allSteps() {
-				label := sc.name
-				if st.name != "" {
-					label += " (" + st.name + ")"
-				}
-				if sc.noSystems {
-					res, err := st.run(ctx, e, nil)
-					if err != nil {
-						return fmt.Errorf("%s, run %d: %w", label, r+1, err)
-					}
-					progress("%s run %d/%d: %s", label, r+1, o.runs, formatResult(sc, res))
-					all.add(sc.name, "", res)
-					continue
-				}
-				// Alternate the contenders, and rotate who goes first from run to run and from
-				// step to step.
-				for i := range contenders {
-					c := contenders[(r+j+i)%len(contenders)]
-					if sc.noRiver && c.name != pgqueueContender.name {
-						continue
-					}
-					res, err := runOnce(ctx, e, st, c)
-					if err != nil {
-						return fmt.Errorf("%s, run %d, %s: %w", label, r+1, c.name, err)
-					}
-					progress("%s run %d/%d %s: %s", label, r+1, o.runs, c.name, formatResult(sc, res))
-					all.add(sc.name, c.name, res)
-				}
-			}
+		if err := runScenario(ctx, e, o, sc, contenders, all); err != nil {
+			return err
 		}
 		printScenario(w, e, sc, all)
 	}
@@ -205,6 +177,43 @@ func runAll(ctx context.Context, e *env, o options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "Total time: %s; load average at the end (1, 5, 15 min): %s; checkpoints during the run (any database): %d.\n",
 		time.Since(began).Round(time.Second), loadAverage(), checkpoints1-checkpoints0)
+	return nil
+}
+
+// runScenario runs every step of one scenario o.runs times, for each contender that takes
+// part, and adds each result to all.
+func runScenario(ctx context.Context, e *env, o options, sc *scenario, contenders []contender, all *results) error {
+	for r := range o.runs {
+		for j, st := range sc.allSteps() {
+			label := sc.name
+			if st.name != "" {
+				label += " (" + st.name + ")"
+			}
+			if sc.noSystems {
+				res, err := st.run(ctx, e, nil)
+				if err != nil {
+					return fmt.Errorf("%s, run %d: %w", label, r+1, err)
+				}
+				progress("%s run %d/%d: %s", label, r+1, o.runs, formatResult(sc, res))
+				all.add(sc.name, "", res)
+				continue
+			}
+			// Alternate the contenders, and rotate who goes first from run to run and from
+			// step to step.
+			for i := range contenders {
+				c := contenders[(r+j+i)%len(contenders)]
+				if sc.noRiver && c.name != pgqueueContender.name {
+					continue
+				}
+				res, err := runOnce(ctx, e, st, c)
+				if err != nil {
+					return fmt.Errorf("%s, run %d, %s: %w", label, r+1, c.name, err)
+				}
+				progress("%s run %d/%d %s: %s", label, r+1, o.runs, c.name, formatResult(sc, res))
+				all.add(sc.name, c.name, res)
+			}
+		}
+	}
 	return nil
 }
 

@@ -194,7 +194,8 @@ var idleMetrics = []metric{{"client CPU %", false}, {"server CPU %", false}}
 // busyMetric is the whole machine's CPU use during a drain.
 const busyMetric = "% of the machine busy"
 
-// scenarios returns every scenario in the order they run.
+// scenarios returns every scenario in the order they run. It stays one function: it is
+// the benchmark's table of contents, one entry a scenario, read in the order they run.
 func scenarios() []*scenario {
 	jobsPerSec := []metric{{"jobs/s", true}}
 	return []*scenario{

@@ -40,25 +40,17 @@ func main() {
 	}
 }
 
+// run walks through the four steps every app takes: migrate, open a client and its queues,
+// enqueue, work.
 func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	// A pool whose connections use a schema of pgqueue's own.
-	cfg, err := pgxpool.ParseConfig(cmp.Or(os.Getenv("DATABASE_URL"),
-		"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"))
-	if err != nil {
-		return err
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return err
-	}
 
 	// 1. Migrate (at deploy or start-up; safe to run from many processes at once).
 	db := stdlib.OpenDBFromPool(pool)
@@ -83,6 +75,37 @@ func run() error {
 	}
 
 	// 3. Enqueue: now, with priority, later.
+	if err := enqueue(ctx, greetings, reports); err != nil {
+		return err
+	}
+
+	// 4. Work until all five jobs are done.
+	return work(ctx, client, greetings, reports)
+}
+
+// connect opens a pool whose connections use a schema of pgqueue's own, and creates that
+// schema.
+func connect(ctx context.Context) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(cmp.Or(os.Getenv("DATABASE_URL"),
+		"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"))
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// enqueue adds five jobs: two greetings now, one with a higher priority, one a second
+// later, and a report.
+func enqueue(ctx context.Context, greetings *pgqueue.Queue[Greeting], reports *pgqueue.Queue[Report]) error {
 	for _, name := range []string{"Ada", "Grace"} {
 		if _, err := greetings.Enqueue(ctx, Greeting{Name: name}, nil); err != nil {
 			return err
@@ -94,12 +117,13 @@ func run() error {
 	if _, err := greetings.Enqueue(ctx, Greeting{Name: "Edsger"}, &pgqueue.EnqueueOptions{Delay: time.Second}); err != nil {
 		return err
 	}
-	if _, err := reports.Enqueue(ctx, Report{Month: "2026-11"}, nil); err != nil {
-		return err
-	}
+	_, err := reports.Enqueue(ctx, Report{Month: "2026-11"}, nil)
+	return err
+}
 
-	// 4. A worker per queue, each with its own handler and options (checked here), then one
-	// Run for all of them until all five jobs are done; it stops them gracefully.
+// work makes a worker per queue, each with its own handler and options (checked here), then
+// serves them with one Run until all five jobs are done; Run stops them gracefully.
+func work(ctx context.Context, client *pgqueue.Client, greetings *pgqueue.Queue[Greeting], reports *pgqueue.Queue[Report]) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var done atomic.Int32
