@@ -20,7 +20,8 @@ import (
 // an attempted injection, upper case and non-ASCII letters, long enough that its LISTEN/NOTIFY
 // channel ("pgqueue." and the schema) is longer than the 63 bytes Postgres allows a channel:
 // migrate, enqueue, wake an idle worker through NOTIFY, watch, pause, cancel. Nothing of the
-// name is ever executed: a canary table in the schema survives.
+// name is ever executed: a canary table in the schema survives. It stays one function: the steps
+// share the one hostile schema and read in the order an application takes them.
 func TestHostileSchemaName(t *testing.T) {
 	t.Parallel()
 	schema := `Q "x'; DROP TABLE canary; -- Ünïcödé Schéma ` + randomName("")
@@ -168,7 +169,8 @@ var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()", "pg
 
 // TestLeastPrivilege uses pgqueue as a role that holds only leastPrivilegeGrants: every call an
 // application makes works, and Migrate fails. PUBLIC's default EXECUTE on the functions is
-// revoked first, so that the role holds nothing beyond the grants.
+// revoked first, so that the role holds nothing beyond the grants. It stays one function: it walks
+// every call an application makes, in order, as the one restricted role.
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -388,7 +390,8 @@ func (b *syncBuffer) String() string {
 // error or a log line: connection strings that do not parse, a server that refuses connections,
 // a host that does not resolve, and the real server (whose trust authentication ignores the
 // password), through NewClient, Migrate, enqueue, a worker's logged errors, and the listener's
-// reconnect logs (Config.ListenConnString).
+// reconnect logs (Config.ListenConnString). It stays one function: one list of paths, each
+// checked against the same captured logs.
 func TestPasswordNeverShown(t *testing.T) {
 	t.Parallel()
 	const canary = "s3cr3t-canary"
