@@ -427,7 +427,8 @@ func TestSwitchFromGooseToMigrate(t *testing.T) {
 
 // A schema that an earlier pgqueue release migrated with goose (goose's Provider over pgqueue's
 // files and version table) is continued by Migrate, up and down; and a schema Migrate brought
-// part way is continued by goose, up and down: both read and write the version table alike.
+// part way is continued by goose, up and down: both read and write the version table alike. It
+// stays one function: the two directions hand one schema back and forth, in order.
 func TestMigratorAndGooseShareTheVersionTable(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

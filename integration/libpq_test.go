@@ -112,7 +112,8 @@ type signup struct {
 	Email string `json:"email"`
 }
 
-// Commit makes the jobs, rollback leaves none, in both of lib/pq's parameter modes.
+// Commit makes the jobs, rollback leaves none, in both of lib/pq's parameter modes. It stays one
+// function: each mode's commit and rollback read as one sequence over the same connection.
 func TestCommitAndRollback(t *testing.T) {
 	t.Parallel()
 	for name, params := range map[string]url.Values{
