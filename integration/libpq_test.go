@@ -113,7 +113,7 @@ type signup struct {
 }
 
 // Commit makes the jobs, rollback leaves none, in both of lib/pq's parameter modes. It stays one
-// function: each mode's commit and rollback read as one sequence over the same connection.
+// function: in each mode the rollback's count checks what the commit before it left.
 func TestCommitAndRollback(t *testing.T) {
 	t.Parallel()
 	for name, params := range map[string]url.Values{
