@@ -53,6 +53,13 @@ type attempt struct {
 	leaseEnd time.Time // local, conservative estimate of lock_until
 	xact     string    // the transaction CompleteTx completed the job in; "" if none
 	released bool      // its slot was freed before its handler returned (given up)
+	// forgotten: settled or abandoned, and no longer counted in its queue's held attempts.
+	forgotten bool
+	// reported: the event of its outcome has been emitted. Until then the EventStarted of a
+	// newer attempt of the job, claimed as soon as this one's outcome was saved, waits in next,
+	// so that a job's events come in the order of its attempts.
+	reported bool
+	next     []Event
 }
 
 // outcomeKind is what a finished attempt does to its job.

@@ -300,6 +300,7 @@ func (rt *runtime) applySettled(ctx context.Context, batch []outcome, results ma
 	for _, o := range batch {
 		r, ok := results[o.a.id]
 		rt.report(o, r, ok, &notes)
+		rt.reported(o.a)
 	}
 	rt.announce(ctx, notes)
 	rt.mu.Lock()
@@ -308,6 +309,17 @@ func (rt *runtime) applySettled(ctx context.Context, batch []outcome, results ma
 	}
 	rt.mu.Unlock()
 	signal(rt.wakeFetch)
+}
+
+// reported marks a's outcome reported, and emits the events that waited for it: the
+// EventStarted of a newer attempt of the job claimed before the report (see runtime.start).
+func (rt *runtime) reported(a *attempt) {
+	rt.mu.Lock()
+	a.reported = true
+	next := a.next
+	a.next = nil
+	rt.mu.Unlock()
+	a.q.events.emitAll(next)
 }
 
 // report emits the event of one settled outcome, logs it, wakes the runtime's loops for jobs it

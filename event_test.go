@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -263,4 +265,61 @@ func TestEventJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"kind":"completed","elapsed":"soon"}`), &back); err == nil {
 		t.Error("an unreadable elapsed decoded")
 	}
+}
+
+// A job whose attempt failed goes back in line as its outcome is saved, and may be claimed again
+// before the completer reports that outcome (here a slow log handler holds the report back):
+// its events still come in the order of its attempts (started, retrying, started, completed).
+func TestEventsInAttemptOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "evorder")
+	ev := newEvents()
+	slow := slog.New(slowLog{slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}),
+		"pgqueue: job attempt failed; retrying", 20 * time.Millisecond})
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		if job.Attempt == 1 {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	}, &WorkerOptions{PollInterval: noPoll, OnEvent: ev.on, Concurrency: 20, Logger: slow}))
+	const jobs = 30
+	if _, err := q.EnqueueMany(t.Context(), make([]int, jobs), &EnqueueOptions{MaxAttempts: 3, RetryDelay: time.Microsecond}); err != nil {
+		t.Fatal(err)
+	}
+	runWorkers(t, b.client, w)
+	want := []EventKind{EventStarted, EventRetrying, EventStarted, EventCompleted}
+	seen := map[ulid.ULID][]EventKind{}
+	for done := 0; done < jobs; {
+		e := receive(t, ev.ch, 30*time.Second, "the jobs' events")
+		if e.Kind == EventDrained {
+			continue
+		}
+		kinds := append(seen[e.JobID], e.Kind)
+		seen[e.JobID] = kinds
+		if i := len(kinds) - 1; i >= len(want) || kinds[i] != want[i] {
+			t.Fatalf("job %s: events %v, want %v", e.JobID, kinds, want)
+		}
+		if len(kinds) == len(want) {
+			done++
+		}
+	}
+}
+
+// slowLog is a slog handler that takes a while over records with one message.
+type slowLog struct {
+	slog.Handler
+	msg   string
+	delay time.Duration
+}
+
+func (h slowLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		time.Sleep(h.delay)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h slowLog) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return slowLog{h.Handler.WithAttrs(attrs), h.msg, h.delay}
 }

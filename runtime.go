@@ -164,7 +164,9 @@ func (q *queueRun) free() int {
 
 // start runs a handler goroutine for each row claimed for q, in run order. It queues their
 // EventStarted under rt.mu, so that each comes before any other event of its attempt (which is
-// decided under rt.mu later), and only if the worker has an OnEvent.
+// decided under rt.mu later), and only if the worker has an OnEvent; and after every event of
+// the job's previous attempt: the EventLockLost of one still running here, or, held back in
+// that attempt's next, after the outcome the completer has yet to report.
 func (rt *runtime) start(jobBase context.Context, q *queueRun, rows []*jobRow, leaseEnd time.Time) {
 	slices.SortFunc(rows, func(a, b *jobRow) int {
 		return cmp.Or(cmp.Compare(b.priority, a.priority), a.id.Compare(b.id))
@@ -177,24 +179,37 @@ func (rt *runtime) start(jobBase context.Context, q *queueRun, rows []*jobRow, l
 	}
 	rt.mu.Lock()
 	for _, r := range rows {
-		if old := rt.attempts[r.id]; old != nil && (old.state == attemptRunning || old.state == attemptInTx) {
+		old := rt.attempts[r.id]
+		if old != nil && (old.state == attemptRunning || old.state == attemptInTx) {
 			// An older attempt of the job still runs here: its lease ran out and the job was
 			// taken back before a heartbeat noticed. That attempt has lost its lock.
 			lost = append(lost, rt.abandon(old, ErrLockLost))
+			if started != nil {
+				started = append(started, old.event(EventLockLost, now.Sub(old.started)))
+			}
 		}
 		ctx, a := q.newAttempt(jobBase, r, now, leaseEnd)
 		rt.attempts[a.id] = a
 		q.held++
 		q.busy++
 		rt.busy++
-		if started != nil {
+		switch {
+		case !q.events.active():
+		case old != nil && old.state == attemptFinishing && !old.reported:
+			// The job went back in line and was claimed again before the completer reported
+			// the outcome of its previous attempt: that event comes first.
+			old.next = append(old.next, a.event(EventStarted, 0))
+		default:
 			started = append(started, a.event(EventStarted, 0))
 		}
 		go rt.runAttempt(ctx, a, r)
 	}
 	q.events.emitAll(started)
 	rt.mu.Unlock()
-	rt.reportLost(lost)
+	rt.logLost(lost)
+	if len(lost) > 0 {
+		signal(rt.wakeFetch)
+	}
 }
 
 // newAttempt makes the attempt of a claimed row and its handler's context.
@@ -282,12 +297,17 @@ func (rt *runtime) abandon(a *attempt, cause error) *attempt {
 	return a
 }
 
-// forget removes a settled or abandoned attempt, unless a newer attempt of the job took its
-// place. The caller holds rt.mu.
+// forget stops counting a settled or abandoned attempt against its queue's held attempts, once,
+// and removes it from the runtime's attempts unless a newer attempt of the job took its place
+// there. The caller holds rt.mu.
 func (rt *runtime) forget(a *attempt) {
+	if a.forgotten {
+		return
+	}
+	a.forgotten = true
+	a.q.held--
 	if rt.attempts[a.id] == a {
 		delete(rt.attempts, a.id)
-		a.q.held--
 	}
 }
 
@@ -393,13 +413,20 @@ func (rt *runtime) reportCancelled(stopped []*attempt) {
 
 // reportLost logs and reports attempts given up by abandon.
 func (rt *runtime) reportLost(lost []*attempt) {
+	rt.logLost(lost)
 	for _, a := range lost {
-		a.q.log.LogAttrs(context.Background(), slog.LevelWarn,
-			"pgqueue: lost the lock of a running job; its outcome will be ignored", a.logAttrs()...)
 		a.q.events.emit(a.event(EventLockLost, time.Since(a.started)))
 	}
 	if len(lost) > 0 {
 		signal(rt.wakeFetch)
+	}
+}
+
+// logLost logs the attempts that lost their lock.
+func (rt *runtime) logLost(lost []*attempt) {
+	for _, a := range lost {
+		a.q.log.LogAttrs(context.Background(), slog.LevelWarn,
+			"pgqueue: lost the lock of a running job; its outcome will be ignored", a.logAttrs()...)
 	}
 }
 
