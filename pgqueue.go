@@ -27,7 +27,10 @@ type Config struct {
 	ID string
 
 	// Logger receives the client's and its workers' diagnostics (never payloads or connection
-	// strings). Defaults to slog.Default().
+	// strings). Its lines are written in order from a goroutine of the client's own, so that a
+	// slow or blocking handler never holds up the listener, a worker's loops or its handlers;
+	// only the handler's Enabled is called where a line is logged. Close waits up to 5 s for the
+	// lines still queued. Defaults to slog.Default().
 	Logger *slog.Logger
 
 	// MaxPayloadBytes is the largest JSON-encoded payload the enqueue calls accept; larger ones
@@ -163,6 +166,8 @@ type Client struct {
 	closed   atomic.Bool
 	done     chan struct{} // closed by Close: ends the client's watches
 
+	logs *logQueue // writes every log line of the client and its workers
+
 	watchMu sync.Mutex // orders the start of a watch with Close
 	watches sync.WaitGroup
 }
@@ -185,7 +190,10 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 		return nil, invalidf("Config.TransactionPooler: the pool caches prepared statements, which a " +
 			"transaction-mode pooler cannot keep; add default_query_exec_mode=cache_describe to its connection string")
 	}
+	logs := &logQueue{}
+	c.Logger = logs.logger(c.Logger)
 	client := &Client{
+		logs:     logs,
 		pool:     pool,
 		cfg:      c,
 		ids:      idSource{entropy: ulid.Monotonic(rand.Reader, 0)},
@@ -218,5 +226,9 @@ func (c *Client) Close() error {
 	c.watches.Wait()
 	c.notifier.close()
 	c.listener.close()
+	c.logs.flush(logFlushTimeout)
 	return nil
 }
+
+// logFlushTimeout is how long Close waits for the log lines still queued to be written.
+const logFlushTimeout = 5 * time.Second

@@ -90,7 +90,9 @@ type WorkerOptions struct {
 	// them.
 	OnEvent func(Event)
 
-	// Logger receives the worker's diagnostics. Defaults to the client's Config.Logger.
+	// Logger receives the worker's diagnostics. Defaults to the client's Config.Logger. As with
+	// the client's, its lines are written from a goroutine of the client's own, so a slow
+	// handler never holds up the worker (only its Enabled is called where the line is logged).
 	Logger *slog.Logger
 
 	// JobLogLevel is the level of the worker's log lines about single jobs: started, completed,
@@ -195,6 +197,7 @@ func (q *Queue[T]) NewWorker(h Handler[T], opts *WorkerOptions) (*Worker[T], err
 	if err := o.validate(q.name); err != nil {
 		return nil, err
 	}
+	o.Logger = q.c.logs.logger(o.Logger)
 	w := &Worker[T]{spec: workerSpec{c: q.c, queue: q.name, opts: o}}
 	w.spec.exec = func(ctx context.Context, r *jobRow, a *attempt) error {
 		job, err := decodeJob[T](q.name, r)

@@ -293,6 +293,7 @@ func TestJobLogLevel(t *testing.T) {
 	}
 	quietEv.outcomes(t, map[ulid.ULID]EventKind{ids["quiet ok"]: EventCompleted, ids["quiet failed"]: EventFailed})
 	loudEv.outcomes(t, map[ulid.ULID]EventKind{ids["loud ok"]: EventCompleted, ids["loud failed"]: EventFailed})
+	b.client.logs.flush(10 * time.Second)
 	logs := out.String()
 	if strings.Contains(logs, "quietlogs") {
 		t.Errorf("per-job lines of a worker with the default JobLogLevel at Info:\n%s", logs)
@@ -328,6 +329,7 @@ func checkLockLostAtWarn(t testing.TB, b *bundle, quiet *Queue[int], quietEv *ev
 	}
 	want := `level=WARN msg="pgqueue: lost the lock of a running job; its outcome will be ignored" queue=quietlogs job_id=` +
 		held.ID.String() + ` attempt=1`
+	b.client.logs.flush(10 * time.Second)
 	if logs := out.String(); !strings.Contains(logs, want) {
 		t.Errorf("no line with %q in:\n%s", want, logs)
 	}
