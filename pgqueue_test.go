@@ -183,9 +183,15 @@ func migrate(t testing.TB, pool *pgxpool.Pool) {
 	}
 }
 
-// testLogger writes to the test's output, which is shown for failed or verbose tests.
+// testLogger writes to the test's output, which is shown for failed or verbose tests: everything
+// for a test, warnings and errors for a benchmark, which measures what a service would run (the
+// per-job lines are at Debug).
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	level := slog.LevelDebug
+	if _, ok := t.(*testing.B); ok {
+		level = slog.LevelWarn
+	}
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
 }
 
 // bundle is what most tests start from: a migrated schema of their own, a pool on it and a
