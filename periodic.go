@@ -159,7 +159,7 @@ func newPeriodicSpec[T any](queue string, p Periodic[T]) (*periodicSpec, error) 
 	if ps.grace == 0 {
 		ps.grace = GraceDefault
 	}
-	var err error
+	var problem string
 	switch {
 	case p.Cron != "" && p.Every != 0:
 		return nil, bad("Cron and Every are both set; give one")
@@ -167,16 +167,16 @@ func newPeriodicSpec[T any](queue string, p Periodic[T]) (*periodicSpec, error) 
 		return nil, bad("give a Cron expression or an Every interval")
 	case p.Cron != "":
 		ps.spec = p.Cron
-		ps.next, err = parseCron(p.Cron)
+		ps.next, problem = parseCron(p.Cron)
 	default:
 		ps.spec = "@every " + p.Every.String()
-		ps.next, err = everyGrid(p.Every)
+		ps.next, problem = everyGrid(p.Every)
 	}
-	if err != nil {
-		return nil, bad("%v", err)
+	if problem != "" {
+		return nil, bad("%s", problem)
 	}
-	if ps.keep, err = missedKeep(p.Missed, p.MissedMax); err != nil {
-		return nil, bad("%v", err)
+	if ps.keep, problem = missedKeep(p.Missed, p.MissedMax); problem != "" {
+		return nil, bad("%s", problem)
 	}
 	if ps.grace < 0 {
 		return nil, bad("Grace %s is negative", ps.grace)
@@ -194,21 +194,22 @@ func newPeriodicSpec[T any](queue string, p Periodic[T]) (*periodicSpec, error) 
 	return ps, nil
 }
 
-// parseCron parses a cron expression; without CRON_TZ= or TZ=, its times are UTC.
-func parseCron(expr string) (func(time.Time) time.Time, error) {
+// parseCron parses a cron expression; without CRON_TZ= or TZ=, its times are UTC. It returns
+// what is wrong with expr, if anything.
+func parseCron(expr string) (func(time.Time) time.Time, string) {
 	text := strings.TrimSpace(expr)
 	if !strings.HasPrefix(text, "CRON_TZ=") && !strings.HasPrefix(text, "TZ=") {
 		text = "CRON_TZ=UTC " + text
 	}
 	s, err := cronParser.Parse(text)
 	if err != nil {
-		return nil, fmt.Errorf("Cron %q: %w", expr, err)
+		return nil, fmt.Sprintf("Cron %q: %v", expr, err)
 	}
 	if d, ok := s.(cron.ConstantDelaySchedule); ok {
 		return everyGrid(d.Delay)
 	}
 	if s.Next(time.Now()).IsZero() {
-		return nil, fmt.Errorf("Cron %q never occurs", expr)
+		return nil, fmt.Sprintf("Cron %q never occurs", expr)
 	}
 	return func(t time.Time) time.Time {
 		n := s.Next(t)
@@ -216,36 +217,38 @@ func parseCron(expr string) (func(time.Time) time.Time, error) {
 			return n
 		}
 		return n.UTC()
-	}, nil
+	}, ""
 }
 
-// everyGrid returns the occurrences of an interval: its multiples since the Unix epoch.
-func everyGrid(every time.Duration) (func(time.Time) time.Time, error) {
+// everyGrid returns the occurrences of an interval: its multiples since the Unix epoch; or what
+// is wrong with the interval.
+func everyGrid(every time.Duration) (func(time.Time) time.Time, string) {
 	if every < time.Second {
-		return nil, fmt.Errorf("Every %s is below one second", every)
+		return nil, fmt.Sprintf("Every %s is below one second", every)
 	}
 	us := every.Microseconds()
 	return func(t time.Time) time.Time {
 		k := t.UnixMicro() / us // t is after 1970: division rounds down
 		return time.UnixMicro((k + 1) * us).UTC()
-	}, nil
+	}, ""
 }
 
-// missedKeep checks a missed-runs policy and returns how many missed occurrences it enqueues.
-func missedKeep(p MissedPolicy, max int) (int, error) {
+// missedKeep checks a missed-runs policy and returns how many missed occurrences it enqueues,
+// or what is wrong with the policy.
+func missedKeep(p MissedPolicy, max int) (int, string) {
 	switch {
 	case p == MissedRunAll && (max < 1 || max > MaxMissedRuns):
-		return 0, fmt.Errorf("MissedMax %d of MissedRunAll is out of range 1..%d", max, MaxMissedRuns)
+		return 0, fmt.Sprintf("MissedMax %d of MissedRunAll is out of range 1..%d", max, MaxMissedRuns)
 	case p == MissedRunAll:
-		return max, nil
+		return max, ""
 	case p != MissedRunLatest && p != MissedSkip:
-		return 0, fmt.Errorf("Missed %v is not a policy", p)
+		return 0, fmt.Sprintf("Missed %v is not a policy", p)
 	case max != 0:
-		return 0, fmt.Errorf("MissedMax %d is set, but only MissedRunAll takes a bound", max)
+		return 0, fmt.Sprintf("MissedMax %d is set, but only MissedRunAll takes a bound", max)
 	case p == MissedRunLatest:
-		return 1, nil
+		return 1, ""
 	}
-	return 0, nil
+	return 0, ""
 }
 
 // periodicSet is a client's declared periodic jobs, by queue and name.
