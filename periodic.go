@@ -101,15 +101,14 @@ type Periodic[T any] struct {
 
 // periodicSpec is the type-independent part of a Periodic: what a runtime's scheduler needs.
 type periodicSpec struct {
-	queue  string
-	name   string
-	spec   string                                         // the schedule as declared, for listings
-	next   func(time.Time) time.Time                      // the first occurrence after t; zero if none
-	grace  time.Duration                                  // with default
-	policy MissedPolicy                                   //
-	keep   int                                            // missed occurrences enqueued: 0, 1 or MissedMax
-	opts   *EnqueueOptions                                // validated
-	make   func(context.Context, pgx.Tx, time.Time) error // enqueues the job of an occurrence
+	queue, name string
+	spec        string                    // the schedule as declared, for listings
+	next        func(time.Time) time.Time // the first occurrence after t; zero if none
+	grace       time.Duration             // with its default
+	keep        int                       // missed occurrences enqueued: 0, 1 or MissedMax
+	opts        *EnqueueOptions           // validated; copied from the declaration
+	// enqueue enqueues the job of the occurrence at in tx, making its payload first.
+	enqueue func(ctx context.Context, tx pgx.Tx, at time.Time) error
 }
 
 // cronParser parses cron expressions with optional seconds and descriptors.
@@ -125,9 +124,10 @@ func (w *Worker[T]) AddPeriodic(p Periodic[T]) error {
 	if err != nil {
 		return err
 	}
-	ps.make = func(ctx context.Context, tx pgx.Tx, at time.Time) error {
+	ps.enqueue = func(ctx context.Context, tx pgx.Tx, at time.Time) error {
 		payload := p.Payload
 		if p.PayloadFunc != nil {
+			var err error
 			if payload, err = p.PayloadFunc(ctx, at); err != nil {
 				return fmt.Errorf("payload of %s: %w", at.Format(time.RFC3339Nano), err)
 			}
@@ -147,7 +147,7 @@ func (w *Worker[T]) AddPeriodic(p Periodic[T]) error {
 	return nil
 }
 
-// newPeriodicSpec checks p and returns its type-independent part, without make.
+// newPeriodicSpec checks p and returns its type-independent part, without enqueue.
 func newPeriodicSpec[T any](queue string, p Periodic[T]) (*periodicSpec, error) {
 	bad := func(format string, args ...any) error {
 		return invalidf("periodic job %q of queue %s: %s", p.Name, queue, fmt.Sprintf(format, args...))
@@ -155,7 +155,7 @@ func newPeriodicSpec[T any](queue string, p Periodic[T]) (*periodicSpec, error) 
 	if !queueNamePattern.MatchString(p.Name) {
 		return nil, bad("name: want 1 to 128 of A-Z a-z 0-9 _ . : -, starting with a letter or digit")
 	}
-	ps := &periodicSpec{queue: queue, name: p.Name, grace: p.Grace, policy: p.Missed}
+	ps := &periodicSpec{queue: queue, name: p.Name, grace: p.Grace}
 	if ps.grace == 0 {
 		ps.grace = GraceDefault
 	}

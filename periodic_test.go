@@ -324,3 +324,50 @@ func TestSchedulesListing(t *testing.T) {
 		t.Errorf("after delete: %+v", list)
 	}
 }
+
+// TestPeriodicPayloadError: an occurrence whose PayloadFunc fails is reported as EventError,
+// nothing of it is recorded, and it is enqueued once when a later try succeeds.
+func TestPeriodicPayloadError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	evs := newEvents()
+	q := newQueue[tick](t, b.client, "periodic")
+	w := must(q.NewWorker(func(context.Context, *Job[tick]) error { return nil }, &WorkerOptions{OnEvent: evs.on}))
+	var mu sync.Mutex
+	var failed []time.Time
+	err := w.AddPeriodic(Periodic[tick]{Name: "flaky", Cron: "@every 1h", Missed: MissedRunAll, MissedMax: 10,
+		Grace: 2 * time.Hour,
+		PayloadFunc: func(_ context.Context, at time.Time) (tick, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(failed) == 0 {
+				failed = append(failed, at)
+				return tick{}, errors.New("not yet")
+			}
+			return tick{Schedule: "flaky", At: at}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The schedule was recorded 3 hours ago: its hourly occurrences since then are due.
+	b.exec(`INSERT INTO pgqueue_schedules (queue, name, spec, handled_until, created_at)
+		VALUES ('periodic', 'flaky', '@every 1h', now() - interval '3 hours', now() - interval '3 hours')`)
+	created, _ := b.scheduleRow("periodic", "flaky")
+	startWorker(t, w)
+	ev := evs.next(t, EventError)
+	if !strings.Contains(ev.Err.Error(), "not yet") || !strings.Contains(ev.Err.Error(), "periodic job flaky of queue periodic") ||
+		strings.Count(ev.Err.Error(), "pgqueue:") != 1 {
+		t.Errorf("EventError %v, want the payload's error, naming the schedule", ev.Err)
+	}
+	if _, h := b.scheduleRow("periodic", "flaky"); !h.Equal(created) {
+		t.Errorf("a failed try moved the schedule to %s", h)
+	}
+	var handled time.Time
+	waitFor(t, 30*time.Second, "the next try", func() bool {
+		_, handled = b.scheduleRow("periodic", "flaky")
+		return handled.After(created)
+	})
+	if n := checkEachOnce(t, "flaky", b.enqueuedTicks("periodic", "flaky"), mustNext(t, Periodic[tick]{Name: "f", Every: time.Hour}), created, handled); n < 2 {
+		t.Errorf("%d occurrences enqueued after the failure, want the 2 or 3 due", n)
+	}
+}

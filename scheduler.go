@@ -171,11 +171,14 @@ func (s *scheduler) fire(ctx context.Context, p *periodicSpec, handled, now time
 		last = &enqueue[len(enqueue)-1]
 	}
 	tag, err := tx.Exec(ctx, scheduleAdvanceSQL, p.queue, p.name, handled, to, last)
-	if err != nil || tag.RowsAffected() == 0 {
-		return to, err
+	if err != nil {
+		return handled, err
+	}
+	if tag.RowsAffected() == 0 {
+		return to, nil
 	}
 	for _, at := range enqueue {
-		if err := p.make(ctx, tx, at); err != nil {
+		if err := p.enqueue(ctx, tx, at); err != nil {
 			return handled, err
 		}
 	}
