@@ -331,7 +331,9 @@ func TestPeriodicPayloadError(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	evs := newEvents()
-	q := newQueue[tick](t, b.client, "periodic")
+	c := must(NewClient(b.pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: KeepForever}}))
+	t.Cleanup(func() { _ = c.Close() })
+	q := newQueue[tick](t, c, "periodic")
 	w := must(q.NewWorker(func(context.Context, *Job[tick]) error { return nil }, &WorkerOptions{OnEvent: evs.on}))
 	var mu sync.Mutex
 	var failed []time.Time
