@@ -40,7 +40,7 @@ var (
 
 	// ErrNotFound is returned when the queue has no job with the given id. A job of another
 	// queue is not found either. The Client's calls by id (Client.Job, Client.CancelJob, …) look
-	// in every queue.
+	// in every queue. Client.DeleteSchedule returns it for a schedule that has no row.
 	ErrNotFound = errors.New("pgqueue: job not found")
 
 	// ErrJobRunning is returned by the delete calls (Queue.Delete, DeleteTx, Client.DeleteJob,

@@ -41,6 +41,7 @@ func ExampleWriteGooseMigrations() {
 	// 00004_pgqueue_20261201120000_notify.sql
 	// 00005_pgqueue_20261201140000_schema_version.sql
 	// 00006_pgqueue_20261201160000_repeat_fixed_rate.sql
+	// 00007_pgqueue_20261201180000_schedules.sql
 }
 
 // A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the

@@ -164,7 +164,9 @@ type Client struct {
 	listener *listener
 	notifier *notifier
 	closed   atomic.Bool
-	done     chan struct{} // closed by Close: ends the client's watches
+	// periodics are the periodic jobs declared on the client's workers, for Schedules.
+	periodics periodicSet
+	done      chan struct{} // closed by Close: ends the client's watches
 
 	logs *logQueue // writes every log line of the client and its workers
 

@@ -29,6 +29,8 @@ func helperMain() int {
 		return helperWorker()
 	case "chaos":
 		return chaosMain()
+	case "periodic":
+		return periodicMain()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 2

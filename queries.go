@@ -78,6 +78,16 @@ var (
 	rescueSQL string
 	//go:embed sql/retry.sql
 	retrySQL string
+	//go:embed sql/schedule_advance.sql
+	scheduleAdvanceSQL string
+	//go:embed sql/schedule_delete.sql
+	scheduleDeleteSQL string
+	//go:embed sql/schedule_list.sql
+	scheduleListSQL string
+	//go:embed sql/schedule_register.sql
+	scheduleRegisterSQL string
+	//go:embed sql/schedule_state.sql
+	scheduleStateSQL string
 	//go:embed sql/set_paused.sql
 	setPausedSQL string
 	//go:embed sql/table_stats.sql

@@ -37,6 +37,8 @@ type runtime struct {
 	freed       chan struct{} // a handler returned or was given up (shutdown waits on it)
 	checkLeases chan struct{} // heartbeat now: the listener reconnected
 	reconnected chan struct{} // the listener reconnected: the database is back
+
+	periodics []*periodicSpec // declared on the workers: the scheduler's (scheduler.go)
 }
 
 // queueRun is one queue of a runtime: its worker's options and handler, its slots, and what the
@@ -94,6 +96,9 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 		}
 		q.wantClaim.Store(true)
 		q.wantPromote.Store(true)
+		s.schedMu.Lock()
+		rt.periodics = append(rt.periodics, s.periodics...)
+		s.schedMu.Unlock()
 		rt.queues = append(rt.queues, q)
 		rt.byName[q.name] = q
 		if rt.heartbeatEvery == 0 || s.opts.HeartbeatInterval < rt.heartbeatEvery {
@@ -121,6 +126,9 @@ func (rt *runtime) run(ctx context.Context) error {
 	background.Go(func() { rt.completeLoop(bg) })
 	var maintenance sync.WaitGroup
 	maintenance.Go(func() { rt.maintainLoop(ctx) })
+	if len(rt.periodics) > 0 {
+		maintenance.Go(func() { newScheduler(rt, rt.periodics).loop(ctx) })
+	}
 
 	// Handlers keep ctx's values but not its cancellation, which means "stop claiming".
 	rt.fetchLoop(ctx, context.WithoutCancel(ctx))

@@ -67,8 +67,8 @@ func TestHostileSchemaName(t *testing.T) {
 	migrate(t, pool) // a second run finds its version table in the same schema
 	var tables int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'pgqueue%'`,
-		schema).Scan(&tables); err != nil || tables != 3 {
-		t.Fatalf("%d pgqueue tables in the schema (%v), want 3", tables, err)
+		schema).Scan(&tables); err != nil || tables != 4 {
+		t.Fatalf("%d pgqueue tables in the schema (%v), want 4", tables, err)
 	}
 
 	client, err := NewClient(pool, &Config{Logger: testLogger(t)})
@@ -155,13 +155,13 @@ func TestHostileSchemaName(t *testing.T) {
 // list, watch) in a schema migrated by another role, the owner. Migrate needs the owner.
 //
 //	GRANT USAGE ON SCHEMA <schema> TO <role>;
-//	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues TO <role>;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues, <schema>.pgqueue_schedules TO <role>;
 //	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel(), <schema>.pgqueue_schema_version() TO <role>;
 //
 // Postgres grants EXECUTE on a new function to PUBLIC unless default privileges revoke it, so the
 // last line is needed only where that grant has been revoked.
 const leastPrivilegeGrants = `GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
-GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues TO %[2]s;
+GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues, %[1]s.pgqueue_schedules TO %[2]s;
 GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %[1]s.pgqueue_schema_version() TO %[2]s`
 
 // pgqueueFunctions are the functions the migrations create, as regprocedure text.
@@ -366,6 +366,28 @@ func TestLeastPrivilege(t *testing.T) {
 	if n == 0 {
 		t.Fatal("DeleteWaiting deleted nothing")
 	}
+
+	// Periodic jobs: record, enqueue, list, delete.
+	pq := newQueue[string](t, client, "restricted-periodic")
+	pevs := newEvents()
+	pw := must(pq.NewWorker(func(context.Context, *Job[string]) error { return nil }, &WorkerOptions{OnEvent: pevs.on}))
+	check("AddPeriodic", pw.AddPeriodic(Periodic[string]{Name: "tick", Every: time.Second, Payload: "tick"}))
+	stop := startWorker(t, pw)
+	if ev := pevs.next(t, EventCompleted); ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	stop()
+	for len(pevs.ch) > 0 {
+		if ev := <-pevs.ch; ev.Kind == EventError {
+			t.Fatalf("periodic jobs as the restricted role: %v", ev.Err)
+		}
+	}
+	schedules, err := client.Schedules(ctx)
+	check("Schedules", err)
+	if len(schedules) != 1 || schedules[0].Last.IsZero() {
+		t.Fatalf("schedules %+v", schedules)
+	}
+	check("DeleteSchedule", client.DeleteSchedule(ctx, pq.Name(), "tick"))
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.

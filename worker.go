@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -169,6 +170,9 @@ type workerSpec struct {
 	opts    WorkerOptions // with defaults, validated
 	exec    func(context.Context, *jobRow, *attempt) error
 	running atomic.Bool // a Run call serves the worker
+
+	schedMu   sync.Mutex      // orders AddPeriodic with the start of Run
+	periodics []*periodicSpec // declared with AddPeriodic
 }
 
 // AnyWorker is a *Worker[T] of any payload type T: what Client.Run takes.
