@@ -60,6 +60,11 @@ type Config struct {
 	// schema as the pool (search_path, e.g. options=-csearch_path=jobs). Defaults to a connection
 	// of the pool.
 	ListenConnString string
+
+	// Middleware wraps the handling of every job of every worker of the client, the first
+	// outermost, outside each worker's WorkerOptions.Middleware: see Middleware. Workers take
+	// it when they are made (Queue.NewWorker). Defaults to none.
+	Middleware []Middleware
 }
 
 // Defaults of Retention.
@@ -135,6 +140,9 @@ func (c Config) validate() error {
 			// The parse error may quote the string, password included: do not pass it on.
 			return invalidf("Config.ListenConnString does not parse as a connection string")
 		}
+	}
+	if p := middlewareProblem("Config.Middleware", c.Middleware); p != "" {
+		return invalidf("%s", p)
 	}
 	for name := range c.QueueRetention {
 		if err := ValidateQueueName(name); err != nil {
