@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -47,6 +49,7 @@ type attempt struct {
 	started     time.Time
 	deadline    time.Time // when its JobTimeout passes; zero without one
 	cancel      context.CancelCauseFunc
+	logger      atomic.Pointer[slog.Logger] // made by the first call of Logger in its handler
 
 	// Guarded by runtime.mu.
 	state    attemptState

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,11 @@ type Config struct {
 	// schema as the pool (search_path, e.g. options=-csearch_path=jobs). Defaults to a connection
 	// of the pool.
 	ListenConnString string
+
+	// Middleware wraps the handling of every job of every worker of the client, the first
+	// outermost, outside each worker's WorkerOptions.Middleware: see Middleware. Workers take
+	// it when they are made (Queue.NewWorker). Defaults to none.
+	Middleware []Middleware
 }
 
 // Defaults of Retention.
@@ -117,6 +123,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, MaxPayloadBytesDefault)
+	c.Middleware = slices.Clone(c.Middleware) // the caller's slice may change later
 	return c
 }
 
@@ -135,6 +142,9 @@ func (c Config) validate() error {
 			// The parse error may quote the string, password included: do not pass it on.
 			return invalidf("Config.ListenConnString does not parse as a connection string")
 		}
+	}
+	if p := middlewareProblem("Config.Middleware", c.Middleware); p != "" {
+		return invalidf("%s", p)
 	}
 	for name := range c.QueueRetention {
 		if err := ValidateQueueName(name); err != nil {

@@ -231,7 +231,7 @@ func (q *queueRun) newAttempt(jobBase context.Context, r *jobRow, now, leaseEnd 
 		cancelAll := cancel
 		cancel = func(cause error) { cancelAll(cause); stop() }
 	}
-	return ctx, &attempt{
+	a := &attempt{
 		q:           q,
 		id:          r.id,
 		token:       r.token,
@@ -244,6 +244,7 @@ func (q *queueRun) newAttempt(jobBase context.Context, r *jobRow, now, leaseEnd 
 		cancel:      cancel,
 		leaseEnd:    leaseEnd,
 	}
+	return withAttempt(ctx, a), a
 }
 
 // runAttempt runs one attempt's handler and queues its outcome for the completer.
@@ -271,7 +272,8 @@ func (rt *runtime) runAttempt(ctx context.Context, a *attempt, r *jobRow) {
 	signal(rt.wakeFetch)
 }
 
-// call runs the handler, turning a panic into a *PanicError.
+// call runs the worker's middleware and handler, turning a panic anywhere in them into a
+// *PanicError.
 func (q *queueRun) call(ctx context.Context, r *jobRow, a *attempt) (err error) {
 	defer func() {
 		if v := recover(); v != nil {

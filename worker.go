@@ -105,6 +105,10 @@ type WorkerOptions struct {
 	// a settle that failed, a lost lock, a handler that ignores its context) are logged at their
 	// own levels, whatever this says. Defaults to slog.LevelDebug.
 	JobLogLevel slog.Leveler
+
+	// Middleware wraps the handling of each of the worker's jobs, the first outermost, inside
+	// the client's Config.Middleware: see Middleware. Defaults to none.
+	Middleware []Middleware
 }
 
 func (o WorkerOptions) withDefaults(log *slog.Logger, listening bool) WorkerOptions {
@@ -152,6 +156,9 @@ func (o WorkerOptions) problem() string {
 		return fmt.Sprintf("ShutdownTimeout %s is negative", o.ShutdownTimeout)
 	case o.JobTimeout < 0:
 		return fmt.Sprintf("JobTimeout %s is negative", o.JobTimeout)
+	}
+	if p := middlewareProblem("Middleware", o.Middleware); p != "" {
+		return p
 	}
 	return o.RetryBackoff.problem()
 }
@@ -203,7 +210,7 @@ func (q *Queue[T]) NewWorker(h Handler[T], opts *WorkerOptions) (*Worker[T], err
 	}
 	o.Logger = q.c.logs.logger(o.Logger)
 	w := &Worker[T]{spec: workerSpec{c: q.c, queue: q.name, opts: o}}
-	w.spec.exec = func(ctx context.Context, r *jobRow, a *attempt) error {
+	exec := func(ctx context.Context, r *jobRow, a *attempt) error {
 		job, err := decodeJob[T](q.name, r)
 		if err != nil {
 			// A payload that no longer decodes into T fails the job at once: retrying cannot
@@ -213,6 +220,7 @@ func (q *Queue[T]) NewWorker(h Handler[T], opts *WorkerOptions) (*Worker[T], err
 		job.held = a
 		return h(ctx, job)
 	}
+	w.spec.exec = chainMiddleware(middlewareOf(q.c.cfg.Middleware, o.Middleware), exec)
 	return w, nil
 }
 
