@@ -167,7 +167,14 @@ func checkMigrationVersion(version int64, zero bool) error {
 // withSchemaLock runs fn on one connection holding the advisory lock that Migrate holds, with
 // the schema's state read under the lock. It returns a *SchemaError if no schema of the
 // search_path exists.
-func withSchemaLock[T any](ctx context.Context, db *sql.DB, fn func(conn *sql.Conn, s schemaState) (T, error)) (_ T, err error) {
+func withSchemaLock[T any](ctx context.Context, db *sql.DB, fn func(conn *sql.Conn, s schemaState) (T, error)) (T, error) {
+	return withSchema(ctx, db, true, fn)
+}
+
+// withSchema runs fn on one connection with the schema's state, holding the advisory lock that
+// Migrate holds if lock (the state is then read under it). It returns a *SchemaError if no
+// schema of the search_path exists.
+func withSchema[T any](ctx context.Context, db *sql.DB, lock bool, fn func(conn *sql.Conn, s schemaState) (T, error)) (_ T, err error) {
 	var zero T
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -180,6 +187,9 @@ func withSchemaLock[T any](ctx context.Context, db *sql.DB, fn func(conn *sql.Co
 	}
 	if s.schema == "" {
 		return zero, s.check()
+	}
+	if !lock {
+		return fn(conn, s)
 	}
 	if _, err := conn.ExecContext(ctx, migrateLockSQL, migrationLockClass); err != nil {
 		return zero, fmt.Errorf("lock: %w", err)

@@ -209,18 +209,13 @@ func migrationStatus(ctx context.Context, db *sql.DB) ([]MigrationStatus, error)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	s, err := readSchemaState(ctx, connReader(conn))
-	if err != nil {
-		return nil, err
-	}
-	if s.schema == "" {
-		return nil, s.check()
-	}
+	return withSchema(ctx, db, false, func(conn *sql.Conn, s schemaState) ([]MigrationStatus, error) {
+		return statusOf(ctx, conn, s, ms)
+	})
+}
+
+// statusOf is MigrateStatus of the migrations ms over conn, for a schema in state s.
+func statusOf(ctx context.Context, conn *sql.Conn, s schemaState, ms []migrationFile) ([]MigrationStatus, error) {
 	table := versionTable{name: MigrationsVersionTable}
 	var exists bool
 	if err := conn.QueryRowContext(ctx, gooseVersionExistsSQL, "", table.name).Scan(&exists); err != nil {
@@ -228,6 +223,7 @@ func migrationStatus(ctx context.Context, db *sql.DB) ([]MigrationStatus, error)
 	}
 	var applied map[int64]time.Time
 	if exists {
+		var err error
 		if applied, err = table.applied(ctx, conn); err != nil {
 			return nil, err
 		}
