@@ -26,4 +26,4 @@ UNION ALL
 SELECT p.id, false
 FROM pgqueue_jobs AS p
 JOIN unnest($1::uuid[], $2::uuid[]) AS h(id, lock_token) ON p.id = h.id AND p.lock_token = h.lock_token
-WHERE p.id NOT IN (SELECT id FROM extended)
+WHERE h.id NOT IN (SELECT id FROM extended)
