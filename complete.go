@@ -300,26 +300,24 @@ func (rt *runtime) applySettled(ctx context.Context, batch []outcome, results ma
 	for _, o := range batch {
 		r, ok := results[o.a.id]
 		rt.report(o, r, ok, &notes)
-		rt.reported(o.a)
 	}
 	rt.announce(ctx, notes)
+	// The outcomes are reported: the events that waited for them (the EventStarted of a newer
+	// attempt of a job, claimed before the report; see runtime.start) go out now.
+	var waited []*attempt
 	rt.mu.Lock()
 	for _, o := range batch {
 		rt.forget(o.a)
+		o.a.reported = true
+		if len(o.a.next) > 0 {
+			waited = append(waited, o.a)
+		}
 	}
 	rt.mu.Unlock()
+	for _, a := range waited {
+		a.q.events.emitAll(a.next) // nothing appends to next once reported is set
+	}
 	signal(rt.wakeFetch)
-}
-
-// reported marks a's outcome reported, and emits the events that waited for it: the
-// EventStarted of a newer attempt of the job claimed before the report (see runtime.start).
-func (rt *runtime) reported(a *attempt) {
-	rt.mu.Lock()
-	a.reported = true
-	next := a.next
-	a.next = nil
-	rt.mu.Unlock()
-	a.q.events.emitAll(next)
 }
 
 // report emits the event of one settled outcome, logs it, wakes the runtime's loops for jobs it
