@@ -8,7 +8,6 @@ package pgqueue
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -94,8 +93,8 @@ func (c sqlConn) queryRow(ctx context.Context, sql string, args ...any) rowScann
 	return c.tx.QueryRowContext(ctx, sql, args...)
 }
 
-// uniqueJob reads unique_job.sql's rows as scanEntryRow does, the id as uuid text: database/sql
-// drivers return a uuid as its text.
+// uniqueJob reads unique_job.sql's rows as scanEntryRow does, but the id as uuid text:
+// database/sql drivers return a uuid as its text.
 func (c sqlConn) uniqueJob(ctx context.Context, queue, key string) ([]*entryRow, error) {
 	rows, err := c.tx.QueryContext(ctx, uniqueJobSQL, queue, key)
 	if err != nil {
@@ -105,10 +104,7 @@ func (c sqlConn) uniqueJob(ctx context.Context, queue, key string) ([]*entryRow,
 	var found []*entryRow
 	for rows.Next() {
 		r := new(entryRow)
-		err := rows.Scan(&r.queue, (*uuidText)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
-			&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
-			&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.place)
-		if err != nil {
+		if err := rows.Scan(r.columns(true, (*uuidText)(&r.id), true)...); err != nil {
 			return nil, err
 		}
 		found = append(found, r)
@@ -124,46 +120,24 @@ func (sqlConn) idArg(id ulid.ULID) any { return string(appendUUID(nil, id)) }
 // binary, which jsonb would read as its own binary format.
 func (sqlConn) jsonArg(doc []byte) any { return string(doc) }
 
-// appendUUID appends id in the text form of a uuid, 8-4-4-4-12 hex digits.
-func appendUUID(b []byte, id ulid.ULID) []byte {
-	var s [36]byte
-	hex.Encode(s[0:8], id[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], id[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], id[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], id[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], id[10:16])
-	return append(b, s[:]...)
-}
-
 // uuidText scans a uuid that a database/sql driver returns as text into a ULID.
 type uuidText ulid.ULID
 
 // Scan implements sql.Scanner.
 func (u *uuidText) Scan(src any) error {
-	var s []byte
+	var s string
 	switch v := src.(type) {
 	case string:
-		s = []byte(v)
-	case []byte:
 		s = v
+	case []byte:
+		s = string(v)
 	default:
 		return fmt.Errorf("uuid: cannot scan %T", src)
 	}
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+	id, ok := parseUUID(s)
+	if !ok {
 		return fmt.Errorf("uuid: %q is not 8-4-4-4-12 hex digits", s)
 	}
-	var digits [32]byte
-	copy(digits[0:8], s[0:8])
-	copy(digits[8:12], s[9:13])
-	copy(digits[12:16], s[14:18])
-	copy(digits[16:20], s[19:23])
-	copy(digits[20:32], s[24:36])
-	if _, err := hex.Decode(u[:], digits[:]); err != nil {
-		return fmt.Errorf("uuid: %q: %w", s, err)
-	}
+	*u = uuidText(id)
 	return nil
 }

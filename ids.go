@@ -14,20 +14,12 @@ import (
 // digits with or without its hyphens). Both name the same 16 bytes. Anything else is an error
 // wrapping ErrInvalidOption.
 func ParseID(s string) (ulid.ULID, error) {
-	var id ulid.ULID
-	hexDigits := s
-	if len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-' {
-		hexDigits = s[:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
-	}
-	switch {
-	case len(s) == ulid.EncodedSize:
+	if len(s) == ulid.EncodedSize {
 		if u, err := ulid.ParseStrict(s); err == nil {
 			return u, nil
 		}
-	case len(hexDigits) == 32:
-		if _, err := hex.Decode(id[:], []byte(hexDigits)); err == nil {
-			return id, nil
-		}
+	} else if id, ok := parseUUID(s); ok {
+		return id, nil
 	}
 	return ulid.ULID{}, invalidf("job id %q is neither a ULID (26 characters, e.g. %s) nor a uuid (e.g. %s)",
 		s, exampleULID, exampleUUID)
@@ -44,8 +36,35 @@ const (
 //
 //	SELECT status, errors FROM pgqueue_jobs WHERE id = '01936e7f-8ea2-ea38-5d82-64c1b49a058e';
 func FormatUUID(id ulid.ULID) string {
-	h := hex.EncodeToString(id[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	return string(appendUUID(nil, id))
+}
+
+// appendUUID appends id in the text form of a uuid, 8-4-4-4-12 hex digits.
+func appendUUID(b []byte, id ulid.ULID) []byte {
+	var s [36]byte
+	hex.Encode(s[0:8], id[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], id[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], id[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], id[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], id[10:16])
+	return append(b, s[:]...)
+}
+
+// parseUUID reads the text of a uuid: 8-4-4-4-12 hex digits, or the 32 digits alone.
+func parseUUID(s string) (ulid.ULID, bool) {
+	var id ulid.ULID
+	if len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-' {
+		s = s[:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
+	}
+	if len(s) != 32 {
+		return id, false
+	}
+	_, err := hex.Decode(id[:], []byte(s))
+	return id, err == nil
 }
 
 // idSource hands out ULIDs that increase strictly within the client, even within a millisecond,

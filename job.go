@@ -269,21 +269,34 @@ type entryRow struct {
 	place                     int
 }
 
-// scanEntryRow reads one row of list_*.sql, job.sql or unique_job.sql.
+// columns returns the scan destinations of an entry's columns, from status to lock_until, after
+// the queue (if withQueue) and id, whose destination is given, and before the place (if
+// withPlace): the column order of job.sql, unique_job.sql and list_*.sql.
+func (r *entryRow) columns(withQueue bool, id any, withPlace bool) []any {
+	dest := make([]any, 0, 18)
+	if withQueue {
+		dest = append(dest, &r.queue)
+	}
+	dest = append(dest, id, &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
+		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
+		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil)
+	if withPlace {
+		dest = append(dest, &r.place)
+	}
+	return dest
+}
+
+// scanEntryRow reads one row of job.sql or unique_job.sql.
 func scanEntryRow(row pgx.CollectableRow) (*entryRow, error) {
 	r := new(entryRow)
-	err := row.Scan(&r.queue, (*[16]byte)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
-		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
-		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.place)
+	err := row.Scan(r.columns(true, (*[16]byte)(&r.id), true)...)
 	return r, err
 }
 
 // scanListRow reads one row of list_*.sql, which carry neither queue nor place.
 func scanListRow(row pgx.CollectableRow) (*entryRow, error) {
 	r := new(entryRow)
-	err := row.Scan((*[16]byte)(&r.id), &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
-		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
-		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil)
+	err := row.Scan(r.columns(false, (*[16]byte)(&r.id), false)...)
 	return r, err
 }
 
