@@ -324,17 +324,15 @@ func (rt *runtime) applySettled(ctx context.Context, batch []outcome, results ma
 // put back in line, and notes what watchers of the queue are to hear.
 func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
 	a, q := o.a, o.a.q
-	if !ok {
+	ev := outcomeEvent(o, r, ok)
+	elapsed := slog.Duration("elapsed", o.elapsed)
+	switch ev.Kind {
+	case EventLockLost:
 		q.log.LogAttrs(context.Background(), slog.LevelWarn,
 			"pgqueue: lost the lock of a job before its outcome was saved; the outcome is ignored", a.logAttrs()...)
-		q.events.emit(a.event(EventLockLost, o.elapsed))
+		q.events.emit(ev)
 		return
-	}
-	ev := a.event("", o.elapsed)
-	elapsed := slog.Duration("elapsed", o.elapsed)
-	switch {
-	case o.kind == outcomeDone:
-		ev.Kind, ev.RepeatedAs = EventCompleted, r.repeat
+	case EventCompleted:
 		notes.add(a, msgCompleted)
 		if r.repeat != (ulid.ULID{}) {
 			rt.wantWork(q, true, true)
@@ -342,24 +340,40 @@ func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
 		} else {
 			q.logJob(a, "pgqueue: job completed", elapsed)
 		}
-	case o.kind == outcomeRequeue && o.err == nil:
-		ev.Kind, ev.RunAt = EventHandedBack, r.runAt
+	case EventHandedBack:
 		q.logJob(a, "pgqueue: job handed back at shutdown, attempt not charged", elapsed)
-	case o.kind == outcomeRequeue:
-		ev.Kind, ev.RunAt = EventSnoozed, r.runAt
+	case EventSnoozed:
 		q.logJob(a, "pgqueue: job snoozed", elapsed, slog.Time("run_at", r.runAt))
-	case r.status == StatusFailed:
-		ev.Kind, ev.Err = EventFailed, o.err
+	case EventFailed:
 		notes.add(a, msgFailed)
 		q.logJob(a, "pgqueue: job failed", elapsed, slog.Any("error", o.err))
 	default:
-		ev.Kind, ev.Err, ev.RunAt = EventRetrying, o.err, r.runAt
 		notes.add(a, msgRetrying)
 		q.logJob(a, "pgqueue: job attempt failed; retrying", elapsed, slog.Any("error", o.err),
 			slog.Time("run_at", r.runAt))
 	}
 	rt.wantWork(q, r.status == StatusAvailable, r.status == StatusScheduled)
 	q.events.emit(ev)
+}
+
+// outcomeEvent is the event of an outcome as the settle saved it (r; ok false: its lock was
+// gone). Worker.WorkOne describes its job's outcome by it too.
+func outcomeEvent(o outcome, r settled, ok bool) Event {
+	ev := o.a.event(EventLockLost, o.elapsed)
+	switch {
+	case !ok:
+	case o.kind == outcomeDone:
+		ev.Kind, ev.RepeatedAs = EventCompleted, r.repeat
+	case o.kind == outcomeRequeue && o.err == nil:
+		ev.Kind, ev.RunAt = EventHandedBack, r.runAt
+	case o.kind == outcomeRequeue:
+		ev.Kind, ev.RunAt = EventSnoozed, r.runAt
+	case r.status == StatusFailed:
+		ev.Kind, ev.Err = EventFailed, o.err
+	default:
+		ev.Kind, ev.Err, ev.RunAt = EventRetrying, o.err, r.runAt
+	}
+	return ev
 }
 
 // wantWork tells the claim loop that q has available jobs, and the maintenance loop that it has

@@ -188,7 +188,7 @@ func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attem
 }
 
 // settle saves the outcome of the attempt WorkOne ran and reports it as the completer does, then
-// describes it, reading the settled row as runtime.report does for the event.
+// describes it by the event runtime.report emits for it (outcomeEvent).
 func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, error) {
 	rt := s.rt
 	o := batch[0]
@@ -197,22 +197,15 @@ func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, erro
 		return nil, explainSchemaError(err)
 	}
 	rt.applySettled(ctx, batch, results)
-	res := &WorkResult{JobID: o.a.id, Attempt: o.a.attempt, Err: o.err, Elapsed: o.elapsed}
 	r, ok := results[o.a.id]
-	switch {
-	case !ok:
-		res.Kind, res.Err = EventLockLost, nil
-	case o.kind == outcomeDone:
-		res.Kind, res.Status, res.RepeatedAs = EventCompleted, StatusCompleted, r.repeat
-	case o.kind == outcomeRequeue:
-		res.Kind, res.Status, res.RunAt = EventSnoozed, r.status, r.runAt
-		if o.err == nil {
-			res.Kind = EventHandedBack // the handler's context ended with WorkOne's
-		}
-	case r.status == StatusFailed:
-		res.Kind, res.Status = EventFailed, StatusFailed
-	default:
-		res.Kind, res.Status, res.RunAt = EventRetrying, r.status, r.runAt
+	ev := outcomeEvent(o, r, ok)
+	res := &WorkResult{JobID: o.a.id, Attempt: o.a.attempt, Kind: ev.Kind, Err: o.err, Status: r.status,
+		RunAt: ev.RunAt, RepeatedAs: ev.RepeatedAs, Elapsed: o.elapsed}
+	switch ev.Kind {
+	case EventLockLost:
+		res.Err, res.Status = nil, "" // another attempt decides the job
+	case EventCompleted:
+		res.Status = StatusCompleted // whether retention keeps the row or not
 	}
 	return res, nil
 }
