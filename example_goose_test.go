@@ -42,6 +42,7 @@ func ExampleWriteGooseMigrations() {
 	// 00005_pgqueue_20261201140000_schema_version.sql
 	// 00006_pgqueue_20261201160000_repeat_fixed_rate.sql
 	// 00007_pgqueue_20261201180000_schedules.sql
+	// 00008_pgqueue_20261202120000_observability.sql
 }
 
 // A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the

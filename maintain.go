@@ -29,7 +29,7 @@ type upkeepResult struct {
 // poll it makes the claim loop look at the queue. The work goes in one round trip of at most three
 // statements (rescue, prune, promote), each covering every queue that needs it, so that 100 idle
 // queues cost what one does. Each time it wakes it also looks whether the pool keeps its callers
-// waiting (poolWatch). Every statement skips rows another process holds (SKIP LOCKED): any
+// waiting (poolWatch), and every second it folds the schema's count deltas (countsFold). Every statement skips rows another process holds (SKIP LOCKED): any
 // number of processes maintain the same queues without a leader.
 func (rt *runtime) maintainLoop(ctx context.Context) {
 	now := time.Now()
@@ -43,6 +43,7 @@ func (rt *runtime) maintainLoop(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	failures := 0
+	fold := countsFold{next: now}
 	for {
 		select {
 		case <-ctx.Done():
@@ -52,6 +53,7 @@ func (rt *runtime) maintainLoop(ctx context.Context) {
 		}
 		now = time.Now()
 		rt.lookAtPool(ctx, &pool, now)
+		rt.foldCountsIfDue(ctx, &fold, now)
 		work := rt.upkeepDue(now)
 		retryAt := time.Time{}
 		if len(work) > 0 {
@@ -67,7 +69,7 @@ func (rt *runtime) maintainLoop(ctx context.Context) {
 			}
 		}
 		timer.Stop()
-		timer.Reset(time.Until(rt.nextUpkeep(retryAt)))
+		timer.Reset(time.Until(rt.nextUpkeep(retryAt, fold.next)))
 	}
 }
 
@@ -93,14 +95,15 @@ func (rt *runtime) upkeepDue(now time.Time) []upkeep {
 }
 
 // nextUpkeep returns when upkeep is next due: the earliest poll, due time or asked-for rescue,
-// or retryAt if it is set and earlier.
-func (rt *runtime) nextUpkeep(retryAt time.Time) time.Time {
+// or retryAt or foldAt if set and earlier.
+func (rt *runtime) nextUpkeep(retryAt, foldAt time.Time) time.Time {
 	next := retryAt
 	earlier := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
+	earlier(foldAt)
 	for _, q := range rt.queues {
 		earlier(q.nextPoll)
 		earlier(q.nextDue)

@@ -24,6 +24,8 @@ var (
 	completeRepeatSQL string
 	//go:embed sql/count_available.sql
 	countAvailableSQL string
+	//go:embed sql/counts_fold.sql
+	countsFoldSQL string
 	//go:embed sql/delete.sql
 	deleteSQL string
 	//go:embed sql/delete_waiting.sql

@@ -67,8 +67,8 @@ func TestHostileSchemaName(t *testing.T) {
 	migrate(t, pool) // a second run finds its version table in the same schema
 	var tables int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'pgqueue%'`,
-		schema).Scan(&tables); err != nil || tables != 4 {
-		t.Fatalf("%d pgqueue tables in the schema (%v), want 4", tables, err)
+		schema).Scan(&tables); err != nil || tables != 6 {
+		t.Fatalf("%d pgqueue tables in the schema (%v), want 6", tables, err)
 	}
 
 	client, err := NewClient(pool, &Config{Logger: testLogger(t)})
@@ -155,13 +155,15 @@ func TestHostileSchemaName(t *testing.T) {
 // list, watch) in a schema migrated by another role, the owner. Migrate needs the owner.
 //
 //	GRANT USAGE ON SCHEMA <schema> TO <role>;
-//	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues, <schema>.pgqueue_schedules TO <role>;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues, <schema>.pgqueue_schedules,
+//	    <schema>.pgqueue_counts, <schema>.pgqueue_count_deltas TO <role>;
 //	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel(), <schema>.pgqueue_schema_version() TO <role>;
 //
 // Postgres grants EXECUTE on a new function to PUBLIC unless default privileges revoke it, so the
 // last line is needed only where that grant has been revoked.
 const leastPrivilegeGrants = `GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
-GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues, %[1]s.pgqueue_schedules TO %[2]s;
+GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues, %[1]s.pgqueue_schedules,
+    %[1]s.pgqueue_counts, %[1]s.pgqueue_count_deltas TO %[2]s;
 GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %[1]s.pgqueue_schema_version() TO %[2]s`
 
 // pgqueueFunctions are the functions the migrations create, as regprocedure text.

@@ -1,0 +1,217 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// countsInSnapshot compares, inside one repeatable-read snapshot, what queue_stats.sql and
+// client_stats.sql say with count(*) over the jobs table, queue by queue and status by status.
+func countsInSnapshot(ctx context.Context, b *bundle, queues []string) error {
+	tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	want := map[string][6]int{}
+	rows, _ := tx.Query(ctx, `SELECT queue, status, count(*) FROM pgqueue_jobs GROUP BY 1, 2`)
+	var queue, status string
+	var n int
+	order := map[string]int{"scheduled": 0, "available": 1, "running": 2, "completed": 3, "failed": 4, "cancelled": 5}
+	if _, err := pgx.ForEachRow(rows, []any{&queue, &status, &n}, func() error {
+		c := want[queue]
+		c[order[status]] = n
+		want[queue] = c
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, q := range queues {
+		var got [6]int
+		var oldest *int64
+		var paused bool
+		if err := tx.QueryRow(ctx, queueStatsSQL, q).Scan(&got[0], &got[1], &got[2], &got[3], &got[4], &got[5],
+			&oldest, &paused); err != nil {
+			return err
+		}
+		if got != want[q] {
+			return fmt.Errorf("queue %s: queue_stats says %v, count(*) %v", q, got, want[q])
+		}
+	}
+	rows, _ = tx.Query(ctx, clientStatsSQL)
+	seen := 0
+	var c [6]int
+	var oldest *int64
+	var paused bool
+	if _, err := pgx.ForEachRow(rows, []any{&queue, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &oldest, &paused}, func() error {
+		seen++
+		if c != want[queue] {
+			return fmt.Errorf("queue %s: client_stats says %v, count(*) %v", queue, c, want[queue])
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if seen != len(want) {
+		return fmt.Errorf("client_stats lists %d queues, the table has jobs in %d", seen, len(want))
+	}
+	return nil
+}
+
+// TestCountsExact runs every kind of write on the jobs table — enqueues of each kind, claims,
+// completions, retries, failures, snoozes, cancels, deletes, retries by hand, pruning, repeats,
+// an operator's UPDATE and DELETE — over three queues, with two runtimes folding deltas, while a
+// reader checks in snapshot after snapshot that the counts equal count(*) in the same snapshot.
+func TestCountsExact(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	names := []string{"counts-a", "counts-b", "counts-c"}
+	var workers []AnyWorker
+	var queues []*Queue[int]
+	for _, name := range names {
+		q := newQueue[int](t, b.client, name)
+		queues = append(queues, q)
+		workers = append(workers, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			switch job.Payload % 5 {
+			case 1:
+				return errors.New("fails, retried")
+			case 2:
+				return Permanent(errors.New("fails for good"))
+			case 3:
+				if job.Attempt == 1 {
+					return Snooze(10 * time.Millisecond)
+				}
+			}
+			return nil
+		}, &WorkerOptions{Concurrency: 4, RetryBackoff: Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}})))
+	}
+	other := b.newClient()
+	stopA := runWorkers(t, b.client, workers...)
+	var otherWorkers []AnyWorker
+	for _, name := range names {
+		q := newQueue[int](t, other, name)
+		otherWorkers = append(otherWorkers, must(q.NewWorker(func(context.Context, *Job[int]) error { return nil },
+			&WorkerOptions{Concurrency: 2})))
+	}
+	stopB := runWorkers(t, other, otherWorkers...)
+
+	var wg sync.WaitGroup
+	readerDone := make(chan struct{})
+	var readerErr error
+	checks := 0
+	readerCtx, stopReader := context.WithCancel(ctx)
+	go func() {
+		defer close(readerDone)
+		for {
+			select {
+			case <-readerCtx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if err := countsInSnapshot(readerCtx, b, names); err != nil {
+				if readerCtx.Err() == nil {
+					readerErr = err
+				}
+				return
+			}
+			checks++
+		}
+	}()
+	for i, q := range queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			writeEverything(t, b, q, int64(i))
+		}()
+	}
+	wg.Wait()
+	waitFor(t, 30*time.Second, "the queues to settle", func() bool {
+		return b.count("status IN ('available', 'running')") == 0
+	})
+	stopA()
+	stopB()
+	stopReader()
+	<-readerDone
+	if err := countsInSnapshot(context.Background(), b, names); err != nil {
+		t.Fatal(err)
+	}
+	if readerErr != nil {
+		t.Fatal(readerErr)
+	}
+	if _, err := foldCounts(context.Background(), b.client); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count("true"); n == 0 {
+		t.Fatal("the workload left no jobs to count")
+	}
+	var deltas int
+	if err := b.pool.QueryRow(context.Background(), "SELECT count(*) FROM pgqueue_count_deltas").Scan(&deltas); err != nil || deltas != 0 {
+		t.Fatalf("%d count deltas left after a fold (%v), want 0", deltas, err)
+	}
+	if err := countsInSnapshot(context.Background(), b, names); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d snapshots checked", checks)
+}
+
+// writeEverything writes q's jobs in every way there is.
+func writeEverything(t *testing.T, b *bundle, q *Queue[int], seed int64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(uint64(seed), 7))
+	for round := range 20 {
+		if _, err := q.Enqueue(ctx, rng.IntN(100), nil); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := q.Enqueue(ctx, 0, &EnqueueOptions{UniqueKey: fmt.Sprint("u", round%3)}); err != nil {
+			t.Error(err)
+			return
+		}
+		ps := make([]int, 20)
+		for i := range ps {
+			ps[i] = rng.IntN(100)
+		}
+		if _, err := q.EnqueueMany(ctx, ps, &EnqueueOptions{Delay: time.Duration(rng.IntN(50)) * time.Millisecond}); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := q.Enqueue(ctx, 5, &EnqueueOptions{RepeatCount: 2}); err != nil {
+			t.Error(err)
+			return
+		}
+		late, err := q.Enqueue(ctx, 0, &EnqueueOptions{Delay: time.Hour})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		switch round % 4 {
+		case 0:
+			err = q.Cancel(ctx, late.ID)
+		case 1:
+			err = q.Delete(ctx, late.ID, nil)
+		case 2:
+			_, err = b.pool.Exec(ctx, `UPDATE pgqueue_jobs SET status = 'available', run_at = now() WHERE id = $1`, [16]byte(late.ID))
+		case 3:
+			_, err = b.pool.Exec(ctx, `DELETE FROM pgqueue_jobs WHERE queue = $1 AND status = 'failed'`, q.Name())
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			t.Error(err)
+			return
+		}
+		if round%5 == 4 {
+			if err := q.Retry(ctx, late.ID); err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrJobRunning) && !errors.Is(err, ErrDuplicate) {
+				t.Error(err)
+				return
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
+	}
+}
