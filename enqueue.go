@@ -65,6 +65,21 @@ type EnqueueOptions struct {
 	// to be made up: the next run takes the next time of the grid. Retries of a run do not move
 	// the grid. Needs RepeatEvery. Defaults to false: RepeatEvery counts from the end of each run.
 	RepeatFixedRate bool
+
+	// Metadata is stored with the job, as a JSON object, and handed to Middleware
+	// (JobInfo.Metadata) and handlers (Job.Metadata): a trace context, the id of the request that
+	// enqueued the job. EnqueueMiddleware may add to it; the caller's map is not changed. Keys
+	// are 1 to MaxMetadataKeyBytes bytes long; keys and values are UTF-8 without U+0000; the
+	// whole is at most MaxMetadataBytes as JSON. A repeat of the job keeps it. Defaults to none.
+	Metadata map[string]string
+}
+
+// metadata returns o.Metadata; nil for nil options.
+func (o *EnqueueOptions) metadata() map[string]string {
+	if o == nil {
+		return nil
+	}
+	return o.Metadata
 }
 
 // RepeatForever, as EnqueueOptions.RepeatCount, repeats a job without end. Such a job is found
@@ -242,8 +257,9 @@ func (q *Queue[T]) enqueue(ctx context.Context, db enqueueConn, autocommit bool,
 	if err != nil {
 		return nil, err
 	}
+	ids := q.c.ids.next(1)
 	j := &Job[T]{
-		ID:              q.c.ids.next(1)[0],
+		ID:              ids[0],
 		Queue:           q.name,
 		Payload:         payload,
 		Priority:        int(p.priority),
@@ -252,13 +268,34 @@ func (q *Queue[T]) enqueue(ctx context.Context, db enqueueConn, autocommit bool,
 		RepeatRemaining: int(p.repeatCount),
 		RepeatEvery:     time.Duration(deref(p.repeatEvery)) * time.Microsecond,
 	}
-	if p.uniqueKey != "" {
-		return q.enqueueUnique(ctx, db, j, body, p)
+	e := &EnqueueInfo{Queue: q.name, IDs: ids, Metadata: copyMetadata(opts.metadata()), InTx: !autocommit}
+	var out *Job[T]
+	err = q.c.enqueueThrough(ctx, e, func(ctx context.Context, metadata []byte) error {
+		if len(e.Metadata) > 0 {
+			j.Metadata = e.Metadata
+		}
+		var err error
+		if p.uniqueKey != "" {
+			out, err = q.enqueueUnique(ctx, db, j, body, metadata, p)
+		} else {
+			out, err = q.insertOne(ctx, db, autocommit, j, body, metadata, p)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
+}
+
+// insertOne inserts j, with its payload body and metadata, through db, and fills in what the
+// database decided (status, run_at, created_at).
+func (q *Queue[T]) insertOne(ctx context.Context, db enqueueConn, autocommit bool, j *Job[T], body, metadata []byte, p enqueueParams) (*Job[T], error) {
 	notify := !autocommit || q.c.notifier.inline(q.name)
 	var notified int
-	err = db.queryRow(ctx, enqueueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body), p.runAt,
-		p.delayUs, p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery, p.repeatFixed).
+	err := db.queryRow(ctx, enqueueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body), p.runAt,
+		p.delayUs, p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery, p.repeatFixed,
+		metadataArg(db, metadata)).
 		Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 	if err != nil {
 		return nil, wrapf(err, "enqueue to %s", q.name)
@@ -269,15 +306,24 @@ func (q *Queue[T]) enqueue(ctx context.Context, db enqueueConn, autocommit bool,
 	return j, nil
 }
 
+// metadataArg binds encoded metadata for db: NULL when there is none.
+func metadataArg(db enqueueConn, metadata []byte) any {
+	if metadata == nil {
+		return nil
+	}
+	return db.jsonArg(metadata)
+}
+
 // enqueueUnique inserts j unless a live job of the queue has its unique key, and otherwise
 // returns that job, marked Duplicate. The insert waits for a concurrent one of the same key to
 // commit or roll back; if the live job it collided with has finished by the time it is read,
 // the insert is tried again.
-func (q *Queue[T]) enqueueUnique(ctx context.Context, db enqueueConn, j *Job[T], body []byte, p enqueueParams) (*Job[T], error) {
+func (q *Queue[T]) enqueueUnique(ctx context.Context, db enqueueConn, j *Job[T], body, metadata []byte, p enqueueParams) (*Job[T], error) {
 	for tries := 1; ; tries++ {
 		var notified int
 		err := db.queryRow(ctx, enqueueUniqueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body),
-			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery, p.repeatFixed).
+			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery, p.repeatFixed,
+			metadataArg(db, metadata)).
 			Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 		if err == nil {
 			return j, nil
@@ -347,9 +393,22 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 		return nil, nil
 	}
 
+	ids := q.c.ids.next(len(payloads))
+	e := &EnqueueInfo{Queue: q.name, IDs: ids, Metadata: copyMetadata(opts.metadata()), InTx: true}
+	err = q.c.enqueueThrough(ctx, e, func(ctx context.Context, metadata []byte) error {
+		return q.copyMany(ctx, tx, ids, bodies, metadata, p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// copyMany inserts the jobs of EnqueueManyTx with COPY, then notifies their queue.
+func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, ids []ulid.ULID, bodies [][]byte, metadata []byte, p enqueueParams) error {
 	status, runAt, err := scheduleMany(ctx, tx, p)
 	if err != nil {
-		return nil, wrapf(err, "enqueue many to %s", q.name)
+		return wrapf(err, "enqueue many to %s", q.name)
 	}
 	columns := []string{"id", "queue", "priority", "payload", "max_attempts", "retry_delay",
 		"repeat_remaining", "repeat_every"}
@@ -360,9 +419,10 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 	if p.repeatFixed {
 		columns = append(columns, "repeat_from")
 	}
+	if metadata != nil {
+		columns = append(columns, "metadata")
+	}
 	retryDelay, repeatEvery := intervalOf(p.retryDelay), intervalOf(p.repeatEvery)
-
-	ids := q.c.ids.next(len(payloads))
 	rows := pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
 		row := []any{[16]byte(ids[i]), q.name, p.priority, bodies[i], p.maxAttempts, retryDelay,
 			p.repeatCount, repeatEvery}
@@ -372,15 +432,18 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 		if p.repeatFixed {
 			row = append(row, runAt)
 		}
+		if metadata != nil {
+			row = append(row, metadata)
+		}
 		return row, nil
 	})
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pgqueue_jobs"}, columns, rows); err != nil {
-		return nil, wrapf(err, "enqueue many to %s: copy", q.name)
+		return wrapf(err, "enqueue many to %s: copy", q.name)
 	}
 	if _, err := tx.Exec(ctx, notifySQL, wakeMessage(status, q.name)); err != nil {
-		return nil, wrapf(err, "enqueue many to %s: notify", q.name)
+		return wrapf(err, "enqueue many to %s: notify", q.name)
 	}
-	return ids, nil
+	return nil
 }
 
 // encodeMany checks the options of an EnqueueMany and encodes its payloads.

@@ -50,12 +50,20 @@ func (q *Queue[T]) EnqueueManySQLTx(ctx context.Context, tx *sql.Tx, payloads []
 		return nil, nil
 	}
 	ids := q.c.ids.next(len(payloads))
-	var inserted, notified int
-	err = tx.QueryRowContext(ctx, enqueueManyJSONSQL, jobsDocument(ids, bodies), q.name, p.priority,
-		p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.repeatCount, p.repeatEvery, p.repeatFixed).
-		Scan(&inserted, &notified)
+	e := &EnqueueInfo{Queue: q.name, IDs: ids, Metadata: copyMetadata(opts.metadata()), InTx: true}
+	err = q.c.enqueueThrough(ctx, e, func(ctx context.Context, metadata []byte) error {
+		var inserted, notified int
+		err := tx.QueryRowContext(ctx, enqueueManyJSONSQL, jobsDocument(ids, bodies), q.name, p.priority,
+			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.repeatCount, p.repeatEvery, p.repeatFixed,
+			metadataArg(sqlConn{tx}, metadata)).
+			Scan(&inserted, &notified)
+		if err != nil {
+			return wrapf(err, "enqueue many to %s", q.name)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, wrapf(err, "enqueue many to %s", q.name)
+		return nil, err
 	}
 	return ids, nil
 }

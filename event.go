@@ -243,3 +243,19 @@ func (e *emitter) close(timeout time.Duration) bool {
 		return false
 	}
 }
+
+// bothOnEvent returns the OnEvent of a worker whose own is worker and whose client's is client:
+// worker's, then client's; nil when neither is set, so that a worker nobody listens to emits
+// nothing.
+func bothOnEvent(worker, client func(Event)) func(Event) {
+	switch {
+	case client == nil:
+		return worker
+	case worker == nil:
+		return client
+	}
+	return func(ev Event) {
+		worker(ev)
+		client(ev)
+	}
+}

@@ -85,6 +85,9 @@ type Job[T any] struct {
 	LockedBy string `json:"locked_by,omitempty"`
 	// LockUntil is the end of the running attempt's lease when this value was read.
 	LockUntil time.Time `json:"lock_until,omitzero"`
+	// Metadata is what the job was enqueued with (EnqueueOptions.Metadata, and what enqueue
+	// middleware added); nil if nothing.
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Duplicate is set on the Job returned by an enqueue with a UniqueKey when a live job of the
 	// queue already had that key: that job is returned and nothing was inserted.
 	Duplicate bool `json:"duplicate,omitempty"`
@@ -190,6 +193,7 @@ type jobRow struct {
 	uniqueKey       *string
 	repeatRemaining int
 	repeatEveryUs   *int64
+	metadata        []byte
 	watched         bool // the queue is being watched
 }
 
@@ -198,7 +202,7 @@ func scanJobRow(rows pgx.CollectableRow) (*jobRow, error) {
 	r := new(jobRow)
 	err := rows.Scan(&r.queue, (*[16]byte)(&r.id), &r.priority, &r.attempt, &r.maxAttempts, &r.runAt,
 		&r.createdAt, &r.token, &r.payload, &r.errors, &r.uniqueKey, &r.repeatRemaining,
-		&r.repeatEveryUs, &r.watched)
+		&r.repeatEveryUs, &r.metadata, &r.watched)
 	return r, err
 }
 
@@ -221,6 +225,7 @@ func decodeJob[T any](queue string, r *jobRow) (*Job[T], error) {
 	if err := decodeErrors(r.id, r.errors, &j.Errors); err != nil {
 		return nil, err
 	}
+	j.Metadata = decodeMetadata(r.metadata)
 	if err := decodePayload(r.id, r.payload, &j.Payload); err != nil {
 		return nil, err
 	}
@@ -266,20 +271,21 @@ type entryRow struct {
 	repeatEveryUs             *int64
 	lockedBy                  *string
 	lockUntil                 *time.Time
+	metadata                  []byte
 	place                     int
 }
 
-// columns returns the scan destinations of an entry's columns, from status to lock_until, after
+// columns returns the scan destinations of an entry's columns, from status to metadata, after
 // the queue (if withQueue) and id, whose destination is given, and before the place (if
 // withPlace): the column order of job.sql, unique_job.sql and list_*.sql.
 func (r *entryRow) columns(withQueue bool, id any, withPlace bool) []any {
-	dest := make([]any, 0, 18)
+	dest := make([]any, 0, 19)
 	if withQueue {
 		dest = append(dest, &r.queue)
 	}
 	dest = append(dest, id, &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
 		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
-		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil)
+		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.metadata)
 	if withPlace {
 		dest = append(dest, &r.place)
 	}
@@ -346,6 +352,7 @@ func decodeEntry[T any](queue string, r *entryRow) (*JobEntry[T], error) {
 	if err := decodeErrors(r.id, r.errors, &e.Errors); err != nil {
 		return nil, err
 	}
+	e.Metadata = decodeMetadata(r.metadata)
 	e.PayloadError = decodePayload(r.id, r.payload, &e.Payload)
 	return e, nil
 }

@@ -50,6 +50,9 @@ type JobInfo struct {
 	UniqueKey string
 	// Payload is the job's payload as stored, not decoded. Do not modify it.
 	Payload json.RawMessage
+	// Metadata is what the job was enqueued with (EnqueueOptions.Metadata and what
+	// EnqueueMiddleware added, such as a trace context); nil if nothing. Do not modify it.
+	Metadata map[string]string
 }
 
 // chainMiddleware returns exec wrapped in mws, the first outermost; exec itself when mws is
@@ -61,7 +64,7 @@ func chainMiddleware(mws []Middleware, exec func(context.Context, *jobRow, *atte
 	return func(ctx context.Context, r *jobRow, a *attempt) error {
 		info := &JobInfo{ID: r.id, Queue: r.queue, Attempt: r.attempt, MaxAttempts: r.maxAttempts,
 			Priority: r.priority, RunAt: r.runAt, CreatedAt: r.createdAt, UniqueKey: deref(r.uniqueKey),
-			Payload: r.payload}
+			Payload: r.payload, Metadata: decodeMetadata(r.metadata)}
 		var next func(i int) func(context.Context) error
 		next = func(i int) func(context.Context) error {
 			if i == len(mws) {
@@ -80,8 +83,8 @@ func middlewareOf(client, worker []Middleware) []Middleware {
 }
 
 // middlewareProblem describes a nil entry of mws, named field; "" if there is none.
-func middlewareProblem(field string, mws []Middleware) string {
-	if i := slices.IndexFunc(mws, func(m Middleware) bool { return m == nil }); i >= 0 {
+func middlewareProblem[M Middleware | EnqueueMiddleware](field string, mws []M) string {
+	if i := slices.IndexFunc(mws, func(m M) bool { return m == nil }); i >= 0 {
 		return field + "[" + strconv.Itoa(i) + "] is nil"
 	}
 	return ""
@@ -122,4 +125,56 @@ func Logger(ctx context.Context) *slog.Logger {
 		return a.logger.Load()
 	}
 	return l
+}
+
+// EnqueueMiddleware wraps every enqueue of a client (Config.EnqueueMiddleware): Enqueue,
+// EnqueueTx, EnqueueMany, EnqueueManyTx, EnqueueSQLTx, EnqueueManySQLTx, and the jobs of
+// periodic schedules. It is how tracing carries a request's trace into the jobs it enqueues: a
+// middleware adds the trace context to e.Metadata, which every job of the call is stored with,
+// and a handler Middleware reads it back from JobInfo.Metadata.
+//
+// It runs in the enqueuing goroutine, under the enqueue's context, once per call (once for a
+// whole EnqueueMany), after the options and payloads have been checked and encoded and before
+// anything is sent. next runs the rest of the chain and then the insert, and returns the
+// insert's error; a middleware may add to e.Metadata, wrap next in a span, or refuse the enqueue
+// by returning an error of its own without calling next, which the enqueue returns as it is.
+// next must be called at most once, before the middleware returns. The metadata is checked
+// after the chain, against the limits of EnqueueOptions.Metadata. A repeat of a job is no new
+// enqueue: it keeps the job's metadata without running the chain.
+type EnqueueMiddleware func(ctx context.Context, e *EnqueueInfo, next func(context.Context) error) error
+
+// EnqueueInfo describes one enqueue call to an EnqueueMiddleware.
+type EnqueueInfo struct {
+	// Queue is the name of the queue.
+	Queue string
+	// IDs are the ids of the jobs the call inserts, in the order of its payloads; one for
+	// Enqueue. (An enqueue with a UniqueKey that finds a live job with its key inserts nothing and
+	// returns that job.)
+	IDs []ulid.ULID
+	// Metadata is what every job of the call is stored with: a copy of EnqueueOptions.Metadata,
+	// with what the middleware before added. Never nil; add to it.
+	Metadata map[string]string
+	// InTx says that the call runs in the caller's transaction (EnqueueTx, EnqueueManyTx,
+	// EnqueueSQLTx, EnqueueManySQLTx, periodic jobs): its jobs exist only if that commits.
+	InTx bool
+}
+
+// enqueueThrough runs insert through the client's enqueue middleware, giving it e's metadata,
+// checked and encoded (nil when empty).
+func (c *Client) enqueueThrough(ctx context.Context, e *EnqueueInfo, insert func(ctx context.Context, metadata []byte) error) error {
+	mws := c.cfg.EnqueueMiddleware
+	var next func(i int) func(context.Context) error
+	next = func(i int) func(context.Context) error {
+		if i == len(mws) {
+			return func(ctx context.Context) error {
+				doc, err := encodeMetadata(e.Metadata)
+				if err != nil {
+					return err
+				}
+				return insert(ctx, doc)
+			}
+		}
+		return func(ctx context.Context) error { return mws[i](ctx, e, next(i+1)) }
+	}
+	return next(0)(ctx)
 }

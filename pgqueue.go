@@ -66,6 +66,16 @@ type Config struct {
 	// outermost, outside each worker's WorkerOptions.Middleware: see Middleware. Workers take
 	// it when they are made (Queue.NewWorker). Defaults to none.
 	Middleware []Middleware
+
+	// EnqueueMiddleware wraps every enqueue of the client, the first outermost: see
+	// EnqueueMiddleware. Defaults to none.
+	EnqueueMiddleware []EnqueueMiddleware
+
+	// OnEvent, if set, is called for each Event of every worker of the client, after the
+	// worker's own WorkerOptions.OnEvent, in order, from that worker's event goroutine: a slow
+	// OnEvent delays only that worker's later events, never a claim, a heartbeat or a settle.
+	// Metrics that count every queue's outcomes hook in here. Defaults to none.
+	OnEvent func(Event)
 }
 
 // Defaults of Retention.
@@ -124,6 +134,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, MaxPayloadBytesDefault)
 	c.Middleware = slices.Clone(c.Middleware) // the caller's slice may change later
+	c.EnqueueMiddleware = slices.Clone(c.EnqueueMiddleware)
 	return c
 }
 
@@ -144,6 +155,9 @@ func (c Config) validate() error {
 		}
 	}
 	if p := middlewareProblem("Config.Middleware", c.Middleware); p != "" {
+		return invalidf("%s", p)
+	}
+	if p := middlewareProblem("Config.EnqueueMiddleware", c.EnqueueMiddleware); p != "" {
 		return invalidf("%s", p)
 	}
 	for name := range c.QueueRetention {

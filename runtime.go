@@ -90,7 +90,7 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 			opts:         s.opts,
 			exec:         s.exec,
 			log:          log,
-			events:       newEmitter(s.queue, c.cfg.ID, s.opts.OnEvent, log),
+			events:       newEmitter(s.queue, c.cfg.ID, bothOnEvent(s.opts.OnEvent, c.cfg.OnEvent), log),
 			keep:         c.cfg.retentionOf(s.queue).Completed != 0,
 			drainPending: true,
 		}

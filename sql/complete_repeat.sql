@@ -4,7 +4,7 @@
 -- followed, in the same statement, by a new job with id $3 at the back of the line, due
 -- repeat_every after now, or, for a job that repeats at a fixed rate (repeat_from set), at the
 -- first time repeat_from + k * repeat_every (k >= 1) after now, which becomes the new job's
--- repeat_from too; if a live job with its unique key exists already, that one is the
+-- repeat_from too, with the job's metadata; if a live job with its unique key exists already, that one is the
 -- next run and none is added. Returns the id of each settled job and of its repeat (NULL if
 -- none). A job missing from the result had lost its lock; its newer attempt stays untouched.
 -- Reads the primary key.
@@ -13,25 +13,25 @@ WITH settled AS (
     USING unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
     WHERE NOT c.keep AND j.id = c.id AND j.lock_token = c.lock_token
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
-              j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from
+              j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata
 ), kept AS (
     UPDATE pgqueue_jobs AS j
     SET status = 'completed', finished_at = now(), lock_until = NULL, lock_token = NULL, locked_by = NULL
     FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
     WHERE c.keep AND j.id = c.id AND j.lock_token = c.lock_token
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
-              j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from
+              j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata
 ), done AS (
     SELECT * FROM settled UNION ALL SELECT * FROM kept
 ), repeated AS (
     INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay,
-                              unique_key, repeat_remaining, repeat_every, repeat_from)
+                              unique_key, repeat_remaining, repeat_every, repeat_from, metadata)
     SELECT d.next_id, d.queue,
            CASE WHEN n.run_at > now() THEN 'scheduled' ELSE 'available' END,
            d.priority, d.payload, n.run_at, d.max_attempts,
            d.retry_delay, d.unique_key,
            CASE WHEN d.repeat_remaining > 0 THEN d.repeat_remaining - 1 ELSE -1 END, d.repeat_every,
-           CASE WHEN d.repeat_from IS NOT NULL THEN n.run_at END
+           CASE WHEN d.repeat_from IS NOT NULL THEN n.run_at END, d.metadata
     FROM done AS d,
          LATERAL (SELECT CASE
                   WHEN d.repeat_from IS NULL THEN now() + coalesce(d.repeat_every, interval '0')
