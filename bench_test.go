@@ -233,20 +233,7 @@ func BenchmarkOperate1M(b *testing.B) {
 	fillOperate1M(b, q)
 	bb.exec("VACUUM ANALYZE pgqueue_jobs")
 	deep, mid := halfWayPage(b, q)
-	b.Run("QueueStats", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := q.Stats(b.Context()); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("ClientStats", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := bb.client.Stats(b.Context()); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	benchmarkStats(b, q, bb.client)
 	b.Run("FirstPage100", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := q.Jobs(b.Context(), &ListOptions{Limit: 100}); err != nil {
@@ -301,20 +288,25 @@ func BenchmarkStats(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.Run("QueueStats", func(b *testing.B) {
-				for b.Loop() {
-					if _, err := q.Stats(b.Context()); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			b.Run("ClientStats", func(b *testing.B) {
-				for b.Loop() {
-					if _, err := bb.client.Stats(b.Context()); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			benchmarkStats(b, q, bb.client)
 		})
 	}
+}
+
+// benchmarkStats runs Queue.Stats of q and Client.Stats of c as sub-benchmarks.
+func benchmarkStats(b *testing.B, q *Queue[int], c *Client) {
+	b.Run("QueueStats", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := q.Stats(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ClientStats", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.Stats(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -160,6 +160,19 @@ func TestCountsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d snapshots checked", checks)
+
+	// A TRUNCATE, with jobs written before it and after it in its transaction.
+	b.exec(`BEGIN;
+		INSERT INTO pgqueue_jobs (id, queue, payload) VALUES (gen_random_uuid(), 'counts-a', '1');
+		TRUNCATE pgqueue_jobs;
+		INSERT INTO pgqueue_jobs (id, queue, payload) VALUES (gen_random_uuid(), 'counts-b', '2');
+		COMMIT`)
+	if err := countsInSnapshot(context.Background(), b, names); err != nil {
+		t.Fatalf("after TRUNCATE: %v", err)
+	}
+	if s := must(queues[1].Stats(context.Background())); s.Available != 1 {
+		t.Fatalf("after TRUNCATE and one insert, Stats says %+v", s)
+	}
 }
 
 // writeEverything writes q's jobs in every way there is.

@@ -74,13 +74,6 @@ type EnqueueOptions struct {
 	Metadata map[string]string
 }
 
-// metadata returns o.Metadata; nil for nil options.
-func (o *EnqueueOptions) metadata() map[string]string {
-	if o == nil {
-		return nil
-	}
-	return o.Metadata
-}
 
 // RepeatForever, as EnqueueOptions.RepeatCount, repeats a job without end. Such a job is found
 // with Queue.Jobs and stopped with Queue.Cancel or Queue.Delete of its current run; give it a
@@ -268,7 +261,7 @@ func (q *Queue[T]) enqueue(ctx context.Context, db enqueueConn, autocommit bool,
 		RepeatRemaining: int(p.repeatCount),
 		RepeatEvery:     time.Duration(deref(p.repeatEvery)) * time.Microsecond,
 	}
-	e := &EnqueueInfo{Queue: q.name, IDs: ids, Metadata: copyMetadata(opts.metadata()), InTx: !autocommit}
+	e := q.c.enqueueInfo(q.name, ids, opts, !autocommit)
 	var out *Job[T]
 	err = q.c.enqueueThrough(ctx, e, func(ctx context.Context, metadata []byte) error {
 		if len(e.Metadata) > 0 {
@@ -394,7 +387,7 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 	}
 
 	ids := q.c.ids.next(len(payloads))
-	e := &EnqueueInfo{Queue: q.name, IDs: ids, Metadata: copyMetadata(opts.metadata()), InTx: true}
+	e := q.c.enqueueInfo(q.name, ids, opts, true)
 	err = q.c.enqueueThrough(ctx, e, func(ctx context.Context, metadata []byte) error {
 		return q.copyMany(ctx, tx, ids, bodies, metadata, p)
 	})

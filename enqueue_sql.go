@@ -50,7 +50,7 @@ func (q *Queue[T]) EnqueueManySQLTx(ctx context.Context, tx *sql.Tx, payloads []
 		return nil, nil
 	}
 	ids := q.c.ids.next(len(payloads))
-	e := &EnqueueInfo{Queue: q.name, IDs: ids, Metadata: copyMetadata(opts.metadata()), InTx: true}
+	e := q.c.enqueueInfo(q.name, ids, opts, true)
 	err = q.c.enqueueThrough(ctx, e, func(ctx context.Context, metadata []byte) error {
 		var inserted, notified int
 		err := tx.QueryRowContext(ctx, enqueueManyJSONSQL, jobsDocument(ids, bodies), q.name, p.priority,

@@ -3,6 +3,8 @@ package pgqueue
 import (
 	"encoding/json"
 	"maps"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // Limits of a job's metadata (EnqueueOptions.Metadata): enough for a W3C trace context with
@@ -50,7 +52,7 @@ func decodeMetadata(raw []byte) map[string]string {
 		return nil
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
+	if err := json.Unmarshal(raw, &fields); err != nil || len(fields) == 0 {
 		return nil
 	}
 	m := make(map[string]string, len(fields))
@@ -65,9 +67,18 @@ func decodeMetadata(raw []byte) map[string]string {
 	return m
 }
 
-// copyMetadata returns a map of m's entries that the enqueue middleware may add to.
-func copyMetadata(m map[string]string) map[string]string {
-	c := make(map[string]string, len(m)+2)
-	maps.Copy(c, m)
-	return c
+// enqueueInfo describes an enqueue of the jobs ids to queue with opts for the client's enqueue
+// middleware. Its Metadata is a map of the middleware's own, which it may add to, or, without
+// middleware, the caller's map itself, which nothing then changes.
+func (c *Client) enqueueInfo(queue string, ids []ulid.ULID, opts *EnqueueOptions, inTx bool) *EnqueueInfo {
+	e := &EnqueueInfo{Queue: queue, IDs: ids, InTx: inTx}
+	if opts != nil {
+		e.Metadata = opts.Metadata
+	}
+	if len(c.cfg.EnqueueMiddleware) > 0 {
+		m := make(map[string]string, len(e.Metadata)+2)
+		maps.Copy(m, e.Metadata)
+		e.Metadata = m
+	}
+	return e
 }

@@ -175,3 +175,21 @@ func TestEnqueueMiddlewareRefusesAndLimits(t *testing.T) {
 		t.Errorf("NewClient with a nil enqueue middleware: %v", err)
 	}
 }
+
+// Metadata written by hand is read without failing the job: values that are not strings come
+// back as their JSON text, and a column that holds no object reads as none.
+func TestDecodeMetadata(t *testing.T) {
+	for raw, want := range map[string]map[string]string{
+		``:                            nil,
+		`null`:                        nil,
+		`{}`:                          nil,
+		`[1, 2]`:                      nil,
+		`"text"`:                      nil,
+		`{"a": "x", "b": "\u00e9\n"}`: {"a": "x", "b": "é\n"},
+		`{"n": 12.5, "t": true, "o": {"k": [1]}, "z": null}`: {"n": "12.5", "t": "true", "o": `{"k": [1]}`, "z": "null"},
+	} {
+		if got := decodeMetadata([]byte(raw)); !maps.Equal(got, want) || (want == nil) != (got == nil) {
+			t.Errorf("decodeMetadata(%s) = %#v, want %#v", raw, got, want)
+		}
+	}
+}

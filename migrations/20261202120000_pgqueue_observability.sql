@@ -13,8 +13,9 @@
 -- folds the deltas into pgqueue_counts every second (sql/counts_fold.sql); a count is the sum
 -- of the two tables' rows of its queue and status, so it is exact and transactional: a reader
 -- sees the counts of the transactions committed before its snapshot, as a count(*) would.
--- Whatever writes the table — pgqueue, a migration, an operator's UPDATE in psql — is counted,
--- except TRUNCATE, which pgqueue never runs (after one, rebuild with sql/counts_rebuild.sql).
+-- Whatever writes the table — pgqueue, a migration, an operator's UPDATE in psql — is counted; a
+-- TRUNCATE empties both tables (it waits for every writer, so no change of a live transaction is
+-- lost).
 --
 -- pgqueue_jobs_available_idx gives the run_at of a queue's longest-waiting available job from its
 -- first entry, where min(run_at) used to read every available job. It costs an available job one
@@ -66,6 +67,13 @@ BEGIN
         RETURN NULL;
     END$b$, deltas));
     EXECUTE format($f$
+        CREATE FUNCTION pgqueue_count_truncated() RETURNS trigger LANGUAGE plpgsql AS %L
+    $f$, format($b$BEGIN
+        DELETE FROM %s;
+        DELETE FROM %s;
+        RETURN NULL;
+    END$b$, deltas, format('%I.pgqueue_counts', current_schema())));
+    EXECUTE format($f$
         CREATE FUNCTION pgqueue_count_updated() RETURNS trigger LANGUAGE plpgsql AS %L
     $f$, format($b$BEGIN
         INSERT INTO %s (queue, status, n)
@@ -90,6 +98,8 @@ CREATE TRIGGER pgqueue_count_deleted AFTER DELETE ON pgqueue_jobs
 CREATE TRIGGER pgqueue_count_updated AFTER UPDATE ON pgqueue_jobs
     REFERENCING OLD TABLE AS pgqueue_old NEW TABLE AS pgqueue_new
     FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_count_updated();
+CREATE TRIGGER pgqueue_count_truncated AFTER TRUNCATE ON pgqueue_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_count_truncated();
 
 -- The counts of the jobs already there. CREATE TRIGGER took a lock that keeps writers out until
 -- this migration commits, so no change falls between this count and the triggers.
@@ -103,9 +113,11 @@ CREATE OR REPLACE FUNCTION pgqueue_schema_version() RETURNS bigint
 CREATE OR REPLACE FUNCTION pgqueue_schema_version() RETURNS bigint
     LANGUAGE sql STABLE PARALLEL SAFE AS 'SELECT 20261201180000::bigint';
 
+DROP TRIGGER pgqueue_count_truncated ON pgqueue_jobs;
 DROP TRIGGER pgqueue_count_updated ON pgqueue_jobs;
 DROP TRIGGER pgqueue_count_deleted ON pgqueue_jobs;
 DROP TRIGGER pgqueue_count_inserted ON pgqueue_jobs;
+DROP FUNCTION pgqueue_count_truncated();
 DROP FUNCTION pgqueue_count_updated();
 DROP FUNCTION pgqueue_count_deleted();
 DROP FUNCTION pgqueue_count_inserted();
