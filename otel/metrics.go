@@ -72,7 +72,7 @@ func newInstruments(meter metric.Meter) (*instruments, error) {
 	m.available = gauge("pgqueue.queue.available", "{job}", "Jobs runnable now, waiting for a worker.")
 	m.scheduled = gauge("pgqueue.queue.scheduled", "{job}", "Jobs waiting for their run_at.")
 	m.running = gauge("pgqueue.queue.running", "{job}", "Jobs held by a worker.")
-	m.paused = gauge("pgqueue.queue.paused", "1", "1 if the queue is paused, else 0.")
+	m.paused = gauge("pgqueue.queue.paused", "{queue}", "1 if the queue is paused, else 0.")
 	m.liveRows = gauge("pgqueue.table.live_rows", "{row}", "Live rows of the jobs table (statistics collector's estimate).")
 	m.deadRows = gauge("pgqueue.table.dead_rows", "{row}", "Dead rows of the jobs table; growth means vacuum is held back.")
 	m.oldestWait, err = meter.Float64ObservableGauge("pgqueue.queue.oldest_wait", metric.WithUnit("s"),

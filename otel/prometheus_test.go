@@ -64,6 +64,7 @@ func TestPrometheusScrape(t *testing.T) {
 		`pgqueue_job_duration_seconds_bucket{messaging_destination_name="emails"`,
 		`pgqueue_queue_available{messaging_destination_name="emails"`,
 		`pgqueue_table_dead_rows{`,
+		`pgqueue_queue_paused{messaging_destination_name="emails"`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the scrape has no %s", want)
