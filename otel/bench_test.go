@@ -38,8 +38,8 @@ func benchInstrumentation(b *testing.B) (*Instrumentation, *sdktrace.TracerProvi
 	return inst, tp
 }
 
-// benchQueues returns a queue of a plain client and one of a traced client, over one schema, and
-// a context holding a sampled span, as a request's.
+// benchQueues returns a queue of a plain client and one of a traced client, over one schema,
+// named name_plain and name_traced, and a context holding a sampled span, as a request's.
 func benchQueues(b *testing.B, name string) (plain, traced *pgqueue.Queue[email], ctx context.Context) {
 	pool := newPool(b, newSchema(b))
 	inst, tp := benchInstrumentation(b)
@@ -47,8 +47,8 @@ func benchQueues(b *testing.B, name string) (plain, traced *pgqueue.Queue[email]
 	b.Cleanup(func() { span.End() })
 	var cfg pgqueue.Config
 	inst.Apply(&cfg)
-	return newQueue[email](b, benchClient(b, pool, pgqueue.Config{}), name),
-		newQueue[email](b, benchClient(b, pool, cfg), name), ctx
+	return newQueue[email](b, benchClient(b, pool, pgqueue.Config{}), name+"_plain"),
+		newQueue[email](b, benchClient(b, pool, cfg), name+"_traced"), ctx
 }
 
 func benchClient(b *testing.B, pool *pgxpool.Pool, cfg pgqueue.Config) *pgqueue.Client {
@@ -132,4 +132,74 @@ func BenchmarkHooks(b *testing.B) {
 			inst.OnEvent(ev)
 		}
 	})
+}
+
+// paired times plain and traced alternately, one call each per iteration after an untimed call
+// of prepare (if not nil), so that both see the same state of the database and machine, and
+// reports each one's time per unit (n units per call) and their ratio. Its ns/op counts all
+// three calls.
+func paired(b *testing.B, unit string, n int, prepare, plain, traced func() error) {
+	var tPlain, tTraced time.Duration
+	for b.Loop() {
+		if prepare != nil {
+			if err := prepare(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		start := time.Now()
+		if err := plain(); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if err := traced(); err != nil {
+			b.Fatal(err)
+		}
+		tPlain, tTraced = tPlain+mid.Sub(start), tTraced+time.Since(mid)
+	}
+	units := float64(b.N * n)
+	b.ReportMetric(float64(tPlain.Nanoseconds())/units, "plain-ns/"+unit)
+	b.ReportMetric(float64(tTraced.Nanoseconds())/units, "traced-ns/"+unit)
+	b.ReportMetric(float64(tTraced)/float64(tPlain), "traced/plain")
+}
+
+// BenchmarkEnqueuePaired is BenchmarkEnqueue with plain and traced enqueues alternating.
+func BenchmarkEnqueuePaired(b *testing.B) {
+	plain, traced, ctx := benchQueues(b, "emails")
+	enqueue := func(q *pgqueue.Queue[email]) func() error {
+		return func() error {
+			_, err := q.Enqueue(ctx, email{To: "ada@example.com"}, nil)
+			return err
+		}
+	}
+	paired(b, "enqueue", 1, nil, enqueue(plain), enqueue(traced))
+}
+
+// BenchmarkDrainPaired is BenchmarkDrain alternating: each iteration enqueues drainChunk jobs
+// to each queue (not timed), then drains the plain queue and the traced one, each timed.
+func BenchmarkDrainPaired(b *testing.B) {
+	const drainChunk = 20
+	plain, traced, ctx := benchQueues(b, "drain")
+	drain := func(q *pgqueue.Queue[email]) func() error {
+		w, err := q.NewWorker(func(context.Context, *pgqueue.Job[email]) error { return nil }, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func() error {
+			results, err := w.WorkUntilEmpty(context.Background())
+			if err == nil && len(results) != drainChunk {
+				b.Fatalf("WorkUntilEmpty ran %d jobs, want %d", len(results), drainChunk)
+			}
+			return err
+		}
+	}
+	drainPlain, drainTraced := drain(plain), drain(traced)
+	fill := func() error {
+		for _, q := range []*pgqueue.Queue[email]{plain, traced} {
+			if _, err := q.EnqueueMany(ctx, make([]email, drainChunk), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	paired(b, "job", drainChunk, fill, drainPlain, drainTraced)
 }
