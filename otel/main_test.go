@@ -292,9 +292,9 @@ func wantAttrs(t testing.TB, span sdktrace.ReadOnlySpan, want ...attribute.KeyVa
 	for _, kv := range want {
 		got, ok := attr(span, kv.Key)
 		if !ok {
-			t.Errorf("span %q has no attribute %s (want %v)", span.Name(), kv.Key, kv.Value.Emit())
+			t.Errorf("span %q has no attribute %s (want %v)", span.Name(), kv.Key, kv.Value.String())
 		} else if got != kv.Value {
-			t.Errorf("span %q: %s = %v, want %v", span.Name(), kv.Key, got.Emit(), kv.Value.Emit())
+			t.Errorf("span %q: %s = %v, want %v", span.Name(), kv.Key, got.String(), kv.Value.String())
 		}
 	}
 }
