@@ -18,7 +18,9 @@ import (
 // returns (or, in the caller's transaction, when the statement was sent: the jobs exist only if
 // it commits). The span's context is written into the jobs' metadata with the Propagator, so
 // that each attempt's span (Middleware) continues the enqueuer's trace, in any process. When the
-// insert succeeds, pgqueue.jobs.enqueued counts the call's jobs.
+// insert succeeds, pgqueue.jobs.enqueued counts the call's jobs: in the caller's transaction,
+// whether or not it commits; with a UniqueKey, also when a live job had the key and nothing
+// was inserted (the middleware cannot tell).
 //
 // It runs in the enqueuing goroutine and blocks only as long as the rest of the chain does.
 func (i *Instrumentation) EnqueueMiddleware() pgqueue.EnqueueMiddleware {

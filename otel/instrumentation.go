@@ -42,8 +42,9 @@ type Instrumentation struct {
 	m            *instruments
 }
 
-// New returns an Instrumentation reporting to the providers of opts (nil: the globals). It
-// fails only if the MeterProvider refuses to make an instrument.
+// New returns an Instrumentation reporting to the providers of opts (nil: the globals). It does
+// no I/O and starts no goroutine; it fails only if the MeterProvider refuses to make an
+// instrument.
 func New(opts *Options) (*Instrumentation, error) {
 	var o Options
 	if opts != nil {
@@ -78,7 +79,7 @@ func New(opts *Options) (*Instrumentation, error) {
 // Apply registers the instrumentation into cfg, before NewClient: its EnqueueMiddleware and
 // Middleware go first in their lists (outermost), so that their spans cover the application's
 // own middleware and see the outcome the worker acts on, and its OnEvent runs after any OnEvent
-// already set. Call it once per Config: twice counts everything twice.
+// already set. Call it once per Config: twice counts everything twice. It only changes cfg.
 func (i *Instrumentation) Apply(cfg *pgqueue.Config) {
 	cfg.EnqueueMiddleware = append([]pgqueue.EnqueueMiddleware{i.EnqueueMiddleware()}, cfg.EnqueueMiddleware...)
 	cfg.Middleware = append([]pgqueue.Middleware{i.Middleware()}, cfg.Middleware...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgqueue/pgqueue"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -74,7 +75,12 @@ func TestOutcomes(t *testing.T) {
 			t.Errorf("span of %q: status %v, want %v", ids[id.AsString()], span.Status(), w.status)
 		}
 	}
-	ms := tel.collect(t)
+	wantOutcomeMetrics(t, tel.collect(t))
+}
+
+// wantOutcomeMetrics checks the counters and histograms of TestOutcomes' five attempts.
+func wantOutcomeMetrics(t *testing.T, ms map[string]metricdata.Metrics) {
+	t.Helper()
 	for name, n := range map[string]int64{
 		"pgqueue.jobs.enqueued": 5, "pgqueue.jobs.started": 5, "pgqueue.jobs.completed": 1,
 		"pgqueue.jobs.retried": 1, "pgqueue.jobs.failed": 2, "pgqueue.jobs.snoozed": 1,
