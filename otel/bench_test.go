@@ -135,26 +135,33 @@ func BenchmarkHooks(b *testing.B) {
 }
 
 // paired times plain and traced alternately, one call each per iteration after an untimed call
-// of prepare (if not nil), so that both see the same state of the database and machine, and
-// reports each one's time per unit (n units per call) and their ratio. Its ns/op counts all
-// three calls.
+// of prepare (if not nil), so that both see the same state of the database and machine; which
+// goes first alternates too. It reports each one's time per unit (n units per call) and their
+// ratio. Its ns/op counts all three calls.
 func paired(b *testing.B, unit string, n int, prepare, plain, traced func() error) {
 	var tPlain, tTraced time.Duration
+	timed := func(f func() error) time.Duration {
+		start := time.Now()
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	first := true
 	for b.Loop() {
 		if prepare != nil {
 			if err := prepare(); err != nil {
 				b.Fatal(err)
 			}
 		}
-		start := time.Now()
-		if err := plain(); err != nil {
-			b.Fatal(err)
+		if first {
+			tPlain += timed(plain)
+			tTraced += timed(traced)
+		} else {
+			tTraced += timed(traced)
+			tPlain += timed(plain)
 		}
-		mid := time.Now()
-		if err := traced(); err != nil {
-			b.Fatal(err)
-		}
-		tPlain, tTraced = tPlain+mid.Sub(start), tTraced+time.Since(mid)
+		first = !first
 	}
 	units := float64(b.N * n)
 	b.ReportMetric(float64(tPlain.Nanoseconds())/units, "plain-ns/"+unit)
