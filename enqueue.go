@@ -74,7 +74,6 @@ type EnqueueOptions struct {
 	Metadata map[string]string
 }
 
-
 // RepeatForever, as EnqueueOptions.RepeatCount, repeats a job without end. Such a job is found
 // with Queue.Jobs and stopped with Queue.Cancel or Queue.Delete of its current run; give it a
 // UniqueKey so that enqueuing it at every start-up keeps a single chain.
@@ -397,14 +396,15 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 	return ids, nil
 }
 
-// copyMany inserts the jobs of EnqueueManyTx with COPY, then notifies their queue.
+// copyMany inserts the jobs of EnqueueManyTx with COPY, then counts them and notifies their
+// queue, in one round trip.
 func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, ids []ulid.ULID, bodies [][]byte, metadata []byte, p enqueueParams) error {
 	status, runAt, err := scheduleMany(ctx, tx, p)
 	if err != nil {
 		return wrapf(err, "enqueue many to %s", q.name)
 	}
 	columns := []string{"id", "queue", "priority", "payload", "max_attempts", "retry_delay",
-		"repeat_remaining", "repeat_every"}
+		"repeat_remaining", "repeat_every", "counted"}
 	scheduled := !runAt.IsZero()
 	if scheduled {
 		columns = append(columns, "run_at", "status")
@@ -418,7 +418,7 @@ func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, ids []ulid.ULID, bod
 	retryDelay, repeatEvery := intervalOf(p.retryDelay), intervalOf(p.repeatEvery)
 	rows := pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
 		row := []any{[16]byte(ids[i]), q.name, p.priority, bodies[i], p.maxAttempts, retryDelay,
-			p.repeatCount, repeatEvery}
+			p.repeatCount, repeatEvery, true}
 		if scheduled {
 			row = append(row, runAt, string(status))
 		}
@@ -433,8 +433,11 @@ func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, ids []ulid.ULID, bod
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pgqueue_jobs"}, columns, rows); err != nil {
 		return wrapf(err, "enqueue many to %s: copy", q.name)
 	}
-	if _, err := tx.Exec(ctx, notifySQL, wakeMessage(status, q.name)); err != nil {
-		return wrapf(err, "enqueue many to %s: notify", q.name)
+	b := &pgx.Batch{}
+	b.Queue(countInsertedSQL, q.name, string(status), len(ids))
+	b.Queue(notifySQL, wakeMessage(status, q.name))
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return wrapf(err, "enqueue many to %s: count and notify", q.name)
 	}
 	return nil
 }

@@ -14,8 +14,6 @@ var (
 	channelSQL string
 	//go:embed sql/claim.sql
 	claimSQL string
-	//go:embed sql/client_stats.sql
-	clientStatsSQL string
 	//go:embed sql/complete.sql
 	completeSQL string
 	//go:embed sql/complete_keep.sql
@@ -24,6 +22,8 @@ var (
 	completeRepeatSQL string
 	//go:embed sql/count_available.sql
 	countAvailableSQL string
+	//go:embed sql/count_inserted.sql
+	countInsertedSQL string
 	//go:embed sql/counts_fold.sql
 	countsFoldSQL string
 	//go:embed sql/delete.sql
@@ -72,8 +72,6 @@ var (
 	promoteSQL string
 	//go:embed sql/prune.sql
 	pruneSQL string
-	//go:embed sql/queue_stats.sql
-	queueStatsSQL string
 	//go:embed sql/requeue.sql
 	requeueSQL string
 	//go:embed sql/rescue.sql
@@ -92,6 +90,8 @@ var (
 	scheduleStateSQL string
 	//go:embed sql/set_paused.sql
 	setPausedSQL string
+	//go:embed sql/stats.sql
+	statsSQL string
 	//go:embed sql/table_stats.sql
 	tableStatsSQL string
 	//go:embed sql/unique_job.sql

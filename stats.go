@@ -19,25 +19,46 @@ type QueueStats struct {
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
 	Cancelled int `json:"cancelled"`
-	// OldestWait is how long the longest-waiting available job has been runnable (since its
-	// run_at, by the database clock); zero when none is available.
+	// OldestWait is how long the jobs first in line have been runnable (since their run_at, by
+	// the database clock): the longest wait among the first available job of each priority;
+	// zero when none is available. Where jobs become runnable in the order they were enqueued,
+	// that is the wait of the oldest available job. A job made runnable after it was enqueued
+	// (delayed, retried) lines up by when it was enqueued, ahead of later jobs that may have
+	// waited longer; reading those would mean reading every available job.
 	OldestWait time.Duration `json:"oldest_wait,omitzero"`
 	// Paused says whether the queue is paused.
 	Paused bool `json:"paused"`
 }
 
-// Stats returns the queue's counts per status, the wait of its oldest available job and
-// whether it is paused, in one statement that counts each status over its partial index.
+// Stats returns the queue's counts per status, the wait of the jobs first in line and whether
+// it is paused, in one statement whose cost does not grow with the number of jobs: the counts
+// are kept by the schema as jobs are written (README, "Counts that stay cheap").
 func (q *Queue[T]) Stats(ctx context.Context) (*QueueStats, error) {
-	s := &QueueStats{Queue: q.name}
-	var oldestUs *int64
-	err := q.c.pool.QueryRow(ctx, queueStatsSQL, q.name).Scan(&s.Scheduled, &s.Available, &s.Running,
-		&s.Completed, &s.Failed, &s.Cancelled, &oldestUs, &s.Paused)
+	stats, err := readStats(ctx, q.c.pool, &q.name)
 	if err != nil {
 		return nil, wrapf(err, "stats of %s", q.name)
 	}
-	s.OldestWait = max(0, time.Duration(deref(oldestUs))*time.Microsecond)
-	return s, nil
+	if len(stats) == 0 { // neither jobs nor settings
+		return &QueueStats{Queue: q.name}, nil
+	}
+	return &stats[0], nil
+}
+
+// readStats reads the stats of queue, or of every queue with jobs or settings when queue is
+// nil.
+func readStats(ctx context.Context, db querier, queue *string) ([]QueueStats, error) {
+	rows, err := db.Query(ctx, statsSQL, queue)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueueStats, error) {
+		var s QueueStats
+		var oldestUs *int64
+		err := r.Scan(&s.Queue, &s.Scheduled, &s.Available, &s.Running, &s.Completed, &s.Failed,
+			&s.Cancelled, &oldestUs, &s.Paused)
+		s.OldestWait = max(0, time.Duration(deref(oldestUs))*time.Microsecond)
+		return s, err
+	})
 }
 
 // Stats are counts and state of every queue of a client's schema, and of the jobs table. In JSON
@@ -54,21 +75,10 @@ type Stats struct {
 	LastVacuum time.Time `json:"last_vacuum,omitzero"`
 }
 
-// Stats returns the counts of every queue, read in one pass over the jobs table, and the
-// table's live and dead row estimates.
+// Stats returns what Queue.Stats does for every queue, and the table's live and dead row
+// estimates, in two statements whose cost does not grow with the number of jobs.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
-	rows, err := c.pool.Query(ctx, clientStatsSQL)
-	if err != nil {
-		return nil, wrapf(err, "stats")
-	}
-	queues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueueStats, error) {
-		var s QueueStats
-		var oldestUs *int64
-		err := r.Scan(&s.Queue, &s.Scheduled, &s.Available, &s.Running, &s.Completed, &s.Failed,
-			&s.Cancelled, &oldestUs, &s.Paused)
-		s.OldestWait = max(0, time.Duration(deref(oldestUs))*time.Microsecond)
-		return s, err
-	})
+	queues, err := readStats(ctx, c.pool, nil)
 	if err != nil {
 		return nil, wrapf(err, "stats")
 	}

@@ -25,13 +25,13 @@ WITH settled AS (
     SELECT * FROM settled UNION ALL SELECT * FROM kept
 ), repeated AS (
     INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay,
-                              unique_key, repeat_remaining, repeat_every, repeat_from, metadata)
+                              unique_key, repeat_remaining, repeat_every, repeat_from, metadata, counted)
     SELECT d.next_id, d.queue,
            CASE WHEN n.run_at > now() THEN 'scheduled' ELSE 'available' END,
            d.priority, d.payload, n.run_at, d.max_attempts,
            d.retry_delay, d.unique_key,
            CASE WHEN d.repeat_remaining > 0 THEN d.repeat_remaining - 1 ELSE -1 END, d.repeat_every,
-           CASE WHEN d.repeat_from IS NOT NULL THEN n.run_at END, d.metadata
+           CASE WHEN d.repeat_from IS NOT NULL THEN n.run_at END, d.metadata, true
     FROM done AS d,
          LATERAL (SELECT CASE
                   WHEN d.repeat_from IS NULL THEN now() + coalesce(d.repeat_every, interval '0')
@@ -41,6 +41,8 @@ WITH settled AS (
     WHERE d.repeat_remaining <> 0
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL AND status IN ('scheduled', 'available', 'running')
     DO NOTHING
-    RETURNING id
+    RETURNING id, queue, status
+), counted AS (
+    INSERT INTO pgqueue_count_deltas (queue, status, n) SELECT queue, status, count(*) FROM repeated GROUP BY queue, status
 )
 SELECT done.id, repeated.id FROM done LEFT JOIN repeated ON repeated.id = done.next_id

@@ -6,13 +6,15 @@
 -- the run's due time), $13 metadata (a JSON object, or NULL).
 WITH job AS (
     INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay,
-                              repeat_remaining, repeat_every, repeat_from, metadata)
+                              repeat_remaining, repeat_every, repeat_from, metadata, counted)
     SELECT $1, $2,
            CASE WHEN t.run_at > now() THEN 'scheduled' ELSE 'available' END,
            $3, $4, t.run_at, $7, $8::bigint * interval '1 microsecond', $10,
-           $11::bigint * interval '1 microsecond', CASE WHEN $12::boolean THEN t.run_at END, $13::jsonb
+           $11::bigint * interval '1 microsecond', CASE WHEN $12::boolean THEN t.run_at END, $13::jsonb, true
     FROM (SELECT coalesce($5::timestamptz, now() + $6::bigint * interval '1 microsecond') AS run_at) AS t
     RETURNING status, run_at, created_at
+), counted AS (
+    INSERT INTO pgqueue_count_deltas (queue, status, n) SELECT $2, status, 1 FROM job
 ), notified AS (
     SELECT pgqueue_notify(left(job.status, 1) || ' ' || $2)
     FROM job

@@ -10,14 +10,16 @@
 -- 256 MB). JSON null stays the json value null through e->1, never SQL NULL.
 WITH job AS (
     INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay,
-                              repeat_remaining, repeat_every, repeat_from, metadata)
+                              repeat_remaining, repeat_every, repeat_from, metadata, counted)
     SELECT (e->>0)::uuid, $2,
            CASE WHEN t.run_at > now() THEN 'scheduled' ELSE 'available' END,
            $3, (e->1)::jsonb, t.run_at, $6, $7::bigint * interval '1 microsecond', $8,
-           $9::bigint * interval '1 microsecond', CASE WHEN $10::boolean THEN t.run_at END, $11::jsonb
+           $9::bigint * interval '1 microsecond', CASE WHEN $10::boolean THEN t.run_at END, $11::jsonb, true
     FROM (SELECT coalesce($4::timestamptz, now() + $5::bigint * interval '1 microsecond') AS run_at) AS t,
          json_array_elements($1::json) AS e
     RETURNING status
+), counted AS (
+    INSERT INTO pgqueue_count_deltas (queue, status, n) SELECT $2, status, count(*) FROM job GROUP BY status
 ), notified AS (
     SELECT pgqueue_notify(left(s.status, 1) || ' ' || $2)
     FROM (SELECT DISTINCT status FROM job) AS s

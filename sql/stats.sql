@@ -1,0 +1,47 @@
+-- stats: per queue — queue $1, or, when $1 is NULL, every queue with jobs or settings — its counts
+-- per status, the wait in µs of the jobs first in line (NULL if none is available) and the
+-- paused flag.
+--
+-- The counts are pgqueue_counts plus the deltas not folded in yet (see the observability
+-- migration): a few rows per queue, whatever the number of jobs.
+--
+-- The wait is the longest of the waits (now - run_at) of the jobs first in line at each
+-- priority: one probe of pgqueue_jobs_claim_idx (queue, (-priority), id) INCLUDE (run_at) per
+-- priority in use, found by skipping from one priority to the next (the recursive heads). Where
+-- jobs become runnable in the order they were enqueued, that is the wait of the oldest available
+-- job; a job made runnable after it was enqueued (delayed, retried) lines up by its id, ahead of
+-- later jobs that may have waited longer. The exact min(run_at) reads every available job.
+WITH RECURSIVE counted AS (
+    SELECT queue,
+           coalesce(sum(n) FILTER (WHERE status = 'scheduled'), 0)::bigint AS scheduled,
+           coalesce(sum(n) FILTER (WHERE status = 'available'), 0)::bigint AS available,
+           coalesce(sum(n) FILTER (WHERE status = 'running'), 0)::bigint   AS running,
+           coalesce(sum(n) FILTER (WHERE status = 'completed'), 0)::bigint AS completed,
+           coalesce(sum(n) FILTER (WHERE status = 'failed'), 0)::bigint    AS failed,
+           coalesce(sum(n) FILTER (WHERE status = 'cancelled'), 0)::bigint AS cancelled
+    FROM (SELECT queue, status, n FROM pgqueue_counts WHERE $1::text IS NULL OR queue = $1
+          UNION ALL
+          SELECT queue, status, n FROM pgqueue_count_deltas WHERE $1::text IS NULL OR queue = $1) AS u
+    GROUP BY queue
+), j AS (
+    SELECT * FROM counted WHERE scheduled + available + running + completed + failed + cancelled > 0
+), heads (queue, p, run_at) AS (
+    SELECT j.queue, h.p, h.run_at
+    FROM j, LATERAL (SELECT -a.priority AS p, a.run_at FROM pgqueue_jobs AS a
+                     WHERE a.queue = j.queue AND a.status = 'available'
+                     ORDER BY -a.priority, a.id LIMIT 1) AS h
+    WHERE j.available > 0
+    UNION ALL
+    SELECT heads.queue, h.p, h.run_at
+    FROM heads, LATERAL (SELECT -a.priority AS p, a.run_at FROM pgqueue_jobs AS a
+                         WHERE a.queue = heads.queue AND a.status = 'available' AND -a.priority > heads.p
+                         ORDER BY -a.priority, a.id LIMIT 1) AS h
+)
+SELECT coalesce(j.queue, q.name),
+       coalesce(j.scheduled, 0), coalesce(j.available, 0), coalesce(j.running, 0),
+       coalesce(j.completed, 0), coalesce(j.failed, 0), coalesce(j.cancelled, 0),
+       (extract(epoch FROM now() - (SELECT min(heads.run_at) FROM heads WHERE heads.queue = j.queue)) * 1e6)::bigint,
+       coalesce(q.paused, false)
+FROM j
+FULL JOIN (SELECT name, paused FROM pgqueue_queues WHERE $1::text IS NULL OR name = $1) AS q ON q.name = j.queue
+ORDER BY 1
