@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -225,4 +227,61 @@ func TestMigrateWithoutSchema(t *testing.T) {
 	if err := Migrate(t.Context(), db); !errors.Is(err, ErrSchemaVersion) {
 		t.Fatalf("Migrate into a search_path without an existing schema: %v, want ErrSchemaVersion", err)
 	}
+}
+
+// TestEveryMigrationDownRestores takes each migration up and down again and checks that down
+// leaves the schema's catalog — tables, columns, indexes, constraints, triggers, functions — as
+// it found it.
+func TestEveryMigrationDownRestores(t *testing.T) {
+	t.Parallel()
+	b := emptyBundle(t)
+	ms, err := embeddedMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := catalogOf(t, b)
+	for i, m := range ms {
+		b.migrateUpTo(m.version)
+		if i > 0 {
+			b.migrateDownTo(ms[i-1].version)
+		} else {
+			b.migrateDownTo(0)
+		}
+		if after := catalogOf(t, b); after != before {
+			t.Fatalf("down from %d does not restore the catalog:\nbefore:\n%s\nafter:\n%s", m.version, before, after)
+		}
+		b.migrateUpTo(m.version)
+		before = catalogOf(t, b)
+	}
+}
+
+// catalogOf describes the pgqueue objects of b's schema, one per line, in a stable order; the
+// migrations' version table, which migrating down keeps, is left out.
+func catalogOf(t *testing.T, b *bundle) string {
+	t.Helper()
+	var s string
+	err := b.pool.QueryRow(t.Context(), `
+		SELECT coalesce(string_agg(line, E'\n' ORDER BY line), '') FROM (
+			SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable ||
+			       ' ' || coalesce(column_default, '') AS line
+			FROM information_schema.columns WHERE table_schema = $1 AND table_name LIKE 'pgqueue%'
+			UNION ALL
+			SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename LIKE 'pgqueue%'
+			UNION ALL
+			SELECT 'constraint ' || conrelid::regclass::text || ' ' || pg_get_constraintdef(c.oid)
+			FROM pg_constraint AS c JOIN pg_namespace AS n ON n.oid = c.connamespace WHERE n.nspname = $1
+			UNION ALL
+			SELECT 'trigger ' || pg_get_triggerdef(g.oid)
+			FROM pg_trigger AS g JOIN pg_class AS r ON r.oid = g.tgrelid JOIN pg_namespace AS n ON n.oid = r.relnamespace
+			WHERE n.nspname = $1 AND NOT g.tgisinternal
+			UNION ALL
+			SELECT 'function ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc)
+			FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $1
+		) AS objects`, b.schema).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(s, "\n")
+	lines = slices.DeleteFunc(lines, func(l string) bool { return strings.Contains(l, MigrationsVersionTable) })
+	return strings.Join(lines, "\n")
 }

@@ -120,4 +120,4 @@ DROP FUNCTION pgqueue_count_deleted();
 DROP FUNCTION pgqueue_count_inserted();
 DROP TABLE pgqueue_count_deltas;
 DROP TABLE pgqueue_counts;
-ALTER TABLE pgqueue_jobs DROP COLUMN metadata;
+ALTER TABLE pgqueue_jobs DROP COLUMN counted, DROP COLUMN metadata;
