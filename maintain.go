@@ -29,8 +29,9 @@ type upkeepResult struct {
 // poll it makes the claim loop look at the queue. The work goes in one round trip of at most three
 // statements (rescue, prune, promote), each covering every queue that needs it, so that 100 idle
 // queues cost what one does. Each time it wakes it also looks whether the pool keeps its callers
-// waiting (poolWatch), and every second it folds the schema's count deltas (countsFold). Every statement skips rows another process holds (SKIP LOCKED): any
-// number of processes maintain the same queues without a leader.
+// waiting (poolWatch), and every second it folds the schema's count deltas (countsFold). Every
+// statement skips rows another process holds (SKIP LOCKED): any number of processes maintain the
+// same queues without a leader.
 func (rt *runtime) maintainLoop(ctx context.Context) {
 	now := time.Now()
 	for _, q := range rt.queues {
