@@ -377,6 +377,24 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 	if tx == nil {
 		return nil, invalidf("EnqueueManyTx needs a transaction")
 	}
+	return q.enqueueMany(ctx, payloads, opts, func(ctx context.Context, m manyInsert) error {
+		return q.copyMany(ctx, tx, m)
+	})
+}
+
+// manyInsert is what the insert of an EnqueueMany call writes: the jobs' ids and encoded
+// payloads, their options, and the metadata every one of them is stored with (nil: none).
+type manyInsert struct {
+	ids      []ulid.ULID
+	bodies   [][]byte
+	params   enqueueParams
+	metadata []byte
+}
+
+// enqueueMany encodes payloads with opts and runs insert on them, with ids of their own, through
+// the client's enqueue middleware, in the caller's transaction; it returns the ids. Nothing is
+// sent for no payloads.
+func (q *Queue[T]) enqueueMany(ctx context.Context, payloads []T, opts *EnqueueOptions, insert func(context.Context, manyInsert) error) ([]ulid.ULID, error) {
 	p, bodies, err := q.encodeMany(payloads, opts)
 	if err != nil {
 		return nil, err
@@ -384,11 +402,10 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 	if len(payloads) == 0 {
 		return nil, nil
 	}
-
 	ids := q.c.ids.next(len(payloads))
 	e := q.c.enqueueInfo(q.name, ids, opts, true)
 	err = q.c.enqueueThrough(ctx, e, func(ctx context.Context, metadata []byte) error {
-		return q.copyMany(ctx, tx, ids, bodies, metadata, p)
+		return insert(ctx, manyInsert{ids: ids, bodies: bodies, params: p, metadata: metadata})
 	})
 	if err != nil {
 		return nil, err
@@ -398,7 +415,8 @@ func (q *Queue[T]) EnqueueManyTx(ctx context.Context, tx pgx.Tx, payloads []T, o
 
 // copyMany inserts the jobs of EnqueueManyTx with COPY, then counts them and notifies their
 // queue, in one round trip.
-func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, ids []ulid.ULID, bodies [][]byte, metadata []byte, p enqueueParams) error {
+func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, m manyInsert) error {
+	ids, bodies, metadata, p := m.ids, m.bodies, m.metadata, m.params
 	status, runAt, err := scheduleMany(ctx, tx, p)
 	if err != nil {
 		return wrapf(err, "enqueue many to %s", q.name)

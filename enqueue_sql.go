@@ -42,30 +42,18 @@ func (q *Queue[T]) EnqueueManySQLTx(ctx context.Context, tx *sql.Tx, payloads []
 	if tx == nil {
 		return nil, invalidf("EnqueueManySQLTx needs a transaction")
 	}
-	p, bodies, err := q.encodeMany(payloads, opts)
-	if err != nil {
-		return nil, err
-	}
-	if len(payloads) == 0 {
-		return nil, nil
-	}
-	ids := q.c.ids.next(len(payloads))
-	e := q.c.enqueueInfo(q.name, ids, opts, true)
-	err = q.c.enqueueThrough(ctx, e, func(ctx context.Context, metadata []byte) error {
+	return q.enqueueMany(ctx, payloads, opts, func(ctx context.Context, m manyInsert) error {
+		p := m.params
 		var inserted, notified int
-		err := tx.QueryRowContext(ctx, enqueueManyJSONSQL, jobsDocument(ids, bodies), q.name, p.priority,
+		err := tx.QueryRowContext(ctx, enqueueManyJSONSQL, jobsDocument(m.ids, m.bodies), q.name, p.priority,
 			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.repeatCount, p.repeatEvery, p.repeatFixed,
-			metadataArg(sqlConn{tx}, metadata)).
+			metadataArg(sqlConn{tx}, m.metadata)).
 			Scan(&inserted, &notified)
 		if err != nil {
 			return wrapf(err, "enqueue many to %s", q.name)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
 }
 
 // jobsDocument is the $1 of enqueue_many_json.sql, [["<uuid>",<payload>],…], as text (see
