@@ -195,6 +195,19 @@ type jobRow struct {
 	repeatEveryUs   *int64
 	metadata        []byte
 	watched         bool // the queue is being watched
+
+	meta        map[string]string // metadata decoded, once metaDecoded
+	metaDecoded bool
+}
+
+// metadataMap returns the row's metadata decoded, decoding it on the first call, so that the
+// middleware's JobInfo and the handler's Job share one map. Only the goroutine that handles the
+// job calls it.
+func (r *jobRow) metadataMap() map[string]string {
+	if !r.metaDecoded {
+		r.meta, r.metaDecoded = decodeMetadata(r.metadata), true
+	}
+	return r.meta
 }
 
 // scanJobRow reads one row of the claim statement.
@@ -225,7 +238,7 @@ func decodeJob[T any](queue string, r *jobRow) (*Job[T], error) {
 	if err := decodeErrors(r.id, r.errors, &j.Errors); err != nil {
 		return nil, err
 	}
-	j.Metadata = decodeMetadata(r.metadata)
+	j.Metadata = r.metadataMap()
 	if err := decodePayload(r.id, r.payload, &j.Payload); err != nil {
 		return nil, err
 	}

@@ -64,7 +64,7 @@ func chainMiddleware(mws []Middleware, exec func(context.Context, *jobRow, *atte
 	return func(ctx context.Context, r *jobRow, a *attempt) error {
 		info := &JobInfo{ID: r.id, Queue: r.queue, Attempt: r.attempt, MaxAttempts: r.maxAttempts,
 			Priority: r.priority, RunAt: r.runAt, CreatedAt: r.createdAt, UniqueKey: deref(r.uniqueKey),
-			Payload: r.payload, Metadata: decodeMetadata(r.metadata)}
+			Payload: r.payload, Metadata: r.metadataMap()}
 		var next func(i int) func(context.Context) error
 		next = func(i int) func(context.Context) error {
 			if i == len(mws) {
