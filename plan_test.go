@@ -62,3 +62,59 @@ func TestClaimPlanIgnoresScheduledJobs(t *testing.T) {
 		t.Fatalf("scheduled jobs slow the claim: %d buffers with them, %d without\n%s", after, before, plan)
 	}
 }
+
+// The claim turns synchronous_commit off for its own transaction only: the connection it ran on
+// goes back to the session's setting, so nothing else that uses the pool commits asynchronously.
+func TestClaimCommitsAsynchronouslyAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "async")
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 3), nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	setting := func() string {
+		var s string
+		if err := conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	session := setting()
+	if session == "off" {
+		t.Fatal("the test needs a session that commits synchronously")
+	}
+	claim := func(n int32) {
+		rows, err := conn.Query(ctx, claimSQL, []string{"async"}, []int32{n}, []int64{30000}, "async-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	claim(1)
+	if got := setting(); got != session {
+		t.Fatalf("after a claim the connection commits with synchronous_commit = %s, want %s", got, session)
+	}
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	claim(1)
+	if got := setting(); got != "off" {
+		t.Fatalf("inside the claim's transaction synchronous_commit = %s, want off", got)
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if got := setting(); got != session {
+		t.Fatalf("after the claim's transaction synchronous_commit = %s, want %s", got, session)
+	}
+}

@@ -9,6 +9,11 @@
 -- (ctid), which the row locks keep stable for the statement: no second lookup through the
 -- primary key. One statement for all queues costs little more than one for a single queue; a
 -- batch of one statement per queue cost 2.5 times as much at 20 queues.
+-- The claim commits without waiting for its WAL to reach the disk (synchronous_commit off for
+-- this transaction only, set where the queues are read). Nothing acknowledged depends on it: a
+-- claim lost in a server crash puts its jobs back as they were, as a lost lease would, and every
+-- settle, heartbeat or CompleteTx that follows commits synchronously and so flushes the WAL up
+-- to and past the claim first.
 UPDATE pgqueue_jobs AS j
 SET status       = 'running',
     attempt      = j.attempt + 1,
@@ -18,7 +23,8 @@ SET status       = 'running',
     attempted_at = now()
 WHERE j.ctid = ANY (ARRAY(
           SELECT c.ctid
-          FROM unnest($1::text[], $2::int[]) AS x(queue, n),
+          FROM (SELECT * FROM unnest($1::text[], $2::int[]) AS u(queue, n)
+                WHERE set_config('synchronous_commit', 'off', true) = 'off') AS x,
                LATERAL (SELECT a.ctid
                         FROM pgqueue_jobs AS a
                         WHERE a.queue = x.queue AND a.status = 'available'
