@@ -97,6 +97,7 @@ type settleArgs struct {
 	backDelays              []int64    // µs
 	inTxIDs, inTxTokens     [][16]byte // completed with Job.CompleteTx, and the transactions
 	inTxXacts               []string
+	freed                   []string // limited queues whose claims may find room now
 }
 
 // settled is what the table says became of one job of a batch.
@@ -114,6 +115,9 @@ func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome) error {
 	results, err := rt.sendSettle(ctx, args)
 	if err != nil {
 		return err
+	}
+	for _, name := range args.freed {
+		rt.byName[name].wantClaim.Store(true) // applySettled wakes the claim loop
 	}
 	rt.applySettled(ctx, batch, results)
 	return nil
@@ -154,6 +158,7 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 			a.failErrors, a.failStacks = append(a.failErrors, msg), append(a.failStacks, stack)
 		}
 	}
+	a.freed = freedQueues(batch)
 	for _, id := range rt.c.ids.next(len(a.repeatIDs)) {
 		a.repeatNext = append(a.repeatNext, id) // ids for the next runs
 	}
@@ -201,6 +206,22 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 		// After the statements above, which wait for any of those transactions still open.
 		b.Queue(lostAfterRollbackSQL, a.inTxIDs, a.inTxTokens, a.inTxXacts)
 	}
+	for _, q := range a.freed {
+		b.Queue(notifySQL, wakeMessage(StatusAvailable, q))
+	}
+}
+
+// freedQueues returns the queues of a batch with limits: the jobs' ends free places that a
+// claim, here or in another process, may have found taken. The settle wakes their workers with a
+// notification sent on its commit; queues without limits send none.
+func freedQueues(batch []outcome) []string {
+	var names []string
+	for _, o := range batch {
+		if q := o.a.q; q.limited.Load() && !slices.Contains(names, q.name) {
+			names = append(names, q.name)
+		}
+	}
+	return names
 }
 
 // readSettled reads the results of the statements sendSettle queued, in their order. A job

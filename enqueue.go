@@ -66,6 +66,12 @@ type EnqueueOptions struct {
 	// the grid. Needs RepeatEvery. Defaults to false: RepeatEvery counts from the end of each run.
 	RepeatFixedRate bool
 
+	// Key is the job's flow-control key: a tenant, a customer, a resource. A queue's per-key limit
+	// (Limits.KeyMaxRunning) counts running jobs by it, and its claims take turns between keys
+	// (README, "Flow control"). At most 255 bytes of UTF-8, without U+0000. A repeat of the job
+	// keeps it. Defaults to none: the job is limited only by the queue's own limits.
+	Key string
+
 	// Metadata is stored with the job, as a JSON object, and handed to Middleware
 	// (JobInfo.Metadata) and handlers (Job.Metadata): a trace context, the id of the request that
 	// enqueued the job. EnqueueMiddleware may add to it; the caller's map is not changed. Keys
@@ -87,6 +93,7 @@ type enqueueParams struct {
 	maxAttempts int32
 	retryDelay  *int64 // µs; nil: exponential back-off
 	uniqueKey   string
+	key         *string // nil: none
 	repeatCount int32
 	repeatEvery *int64 // µs; nil: none
 	repeatFixed bool   // repeats on the grid run_at + k·repeatEvery
@@ -115,6 +122,10 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 		return p, invalidf("UniqueKey is %d bytes long, more than 255", len(o.UniqueKey))
 	case !storableText(o.UniqueKey):
 		return p, invalidf("UniqueKey is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
+	case len(o.Key) > 255:
+		return p, invalidf("Key is %d bytes long, more than 255", len(o.Key))
+	case !storableText(o.Key):
+		return p, invalidf("Key is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
 	case o.RepeatCount < RepeatForever || o.RepeatCount > math.MaxInt32:
 		return p, invalidf("RepeatCount %d is out of range (RepeatForever, 0, or up to 2^31-1)", o.RepeatCount)
 	case o.RepeatEvery < 0:
@@ -126,6 +137,9 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 	}
 	p.repeatFixed = o.RepeatFixedRate
 	p.uniqueKey = o.UniqueKey
+	if o.Key != "" {
+		p.key = &o.Key
+	}
 	p.repeatCount = int32(o.RepeatCount)
 	if o.RepeatEvery > 0 {
 		us := o.RepeatEvery.Microseconds()
@@ -287,7 +301,7 @@ func (q *Queue[T]) insertOne(ctx context.Context, db enqueueConn, autocommit boo
 	var notified int
 	err := db.queryRow(ctx, enqueueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body), p.runAt,
 		p.delayUs, p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery, p.repeatFixed,
-		metadataArg(db, metadata)).
+		metadataArg(db, metadata), p.key).
 		Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 	if err != nil {
 		return nil, wrapf(err, "enqueue to %s", q.name)
@@ -315,7 +329,7 @@ func (q *Queue[T]) enqueueUnique(ctx context.Context, db enqueueConn, j *Job[T],
 		var notified int
 		err := db.queryRow(ctx, enqueueUniqueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body),
 			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery, p.repeatFixed,
-			metadataArg(db, metadata)).
+			metadataArg(db, metadata), p.key).
 			Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 		if err == nil {
 			return j, nil
@@ -433,6 +447,9 @@ func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, m manyInsert) error 
 	if metadata != nil {
 		columns = append(columns, "metadata")
 	}
+	if p.key != nil {
+		columns = append(columns, "key")
+	}
 	retryDelay, repeatEvery := intervalOf(p.retryDelay), intervalOf(p.repeatEvery)
 	rows := pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
 		row := []any{[16]byte(ids[i]), q.name, p.priority, bodies[i], p.maxAttempts, retryDelay,
@@ -445,6 +462,9 @@ func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, m manyInsert) error 
 		}
 		if metadata != nil {
 			row = append(row, metadata)
+		}
+		if p.key != nil {
+			row = append(row, *p.key)
 		}
 		return row, nil
 	})

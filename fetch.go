@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,7 +35,7 @@ func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 			}
 			continue
 		}
-		claimed, sent, err := rt.claim(ctx, wants)
+		claimed, lockedOut, sent, err := rt.claim(ctx, wants)
 		if err != nil {
 			failures++
 			rt.claimFailed(ctx, wants, err, failures)
@@ -54,6 +55,9 @@ func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 			// A full batch means more may be waiting: claim again as soon as a slot frees.
 			if len(rows) == w.limit {
 				w.q.wantClaim.Store(true)
+			}
+			if lockedOut[i] {
+				rt.claimSoon(ctx, w.q)
 			}
 			w.q.empty = len(rows) < w.limit
 			if len(rows) > 0 {
@@ -105,35 +109,111 @@ func (rt *runtime) wantedClaims() []claimWant {
 	return wants
 }
 
-// claim leases jobs for every queue of wants in one statement, and returns the rows claimed for
-// each want and when the statement was sent. It does not let ctx interrupt the statement: claimed
-// rows whose result never arrived would stay locked until their lease ran out.
-func (rt *runtime) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, time.Time, error) {
-	queues, limits, leases := make([]string, len(wants)), make([]int32, len(wants)), make([]int64, len(wants))
+// claimArgs are the parameters of one claim statement: queues, how many of each, their leases
+// in ms.
+type claimArgs struct {
+	queues []string
+	limits []int32
+	leases []int64
+}
+
+func (a *claimArgs) add(w claimWant) {
+	a.queues = append(a.queues, w.q.name)
+	a.limits = append(a.limits, int32(w.limit))
+	a.leases = append(a.leases, w.q.opts.LockDuration.Milliseconds())
+}
+
+// claim leases jobs for every queue of wants in one round trip, and returns the rows claimed for
+// each want, which limited wants found their queue's claim lock taken (lockedOut), and when the
+// round trip was sent. Queues without limits are claimed by one statement (claim.sql); queues
+// with limits, in the same transaction, by claim_lock.sql and claim_limited.sql. It does not let
+// ctx interrupt the round trip: claimed rows whose result never arrived would stay locked until
+// their lease ran out.
+func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*jobRow, lockedOut []bool, sent time.Time, err error) {
+	var plain, limited claimArgs
 	index := make(map[string]int, len(wants))
 	var timeout time.Duration
 	for i, w := range wants {
-		queues[i], limits[i], leases[i] = w.q.name, int32(w.limit), w.q.opts.LockDuration.Milliseconds()
+		if w.q.limited.Load() {
+			limited.add(w)
+		} else {
+			plain.add(w)
+		}
 		index[w.q.name] = i
 		timeout = max(timeout, w.q.opts.LockDuration)
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	sent := time.Now()
-	rows, err := rt.c.pool.Query(qctx, claimSQL, queues, limits, leases, rt.c.cfg.ID)
-	if err != nil {
-		return nil, sent, fmt.Errorf("pgqueue: claim: %w", err)
+	sent = time.Now()
+	var all []*jobRow
+	var locked []string
+	if len(limited.queues) == 0 {
+		rows, _ := rt.c.pool.Query(qctx, claimSQL, plain.queues, plain.limits, plain.leases, rt.c.cfg.ID)
+		all, err = pgx.CollectRows(rows, scanJobRow)
+	} else {
+		all, locked, err = rt.claimLimited(qctx, &plain, &limited)
 	}
-	all, err := pgx.CollectRows(rows, scanJobRow)
 	if err != nil {
-		return nil, sent, fmt.Errorf("pgqueue: claim: %w", err)
+		return nil, nil, sent, fmt.Errorf("pgqueue: claim: %w", err)
 	}
-	claimed := make([][]*jobRow, len(wants))
+	claimed = make([][]*jobRow, len(wants))
 	for _, r := range all {
 		i := index[r.queue]
 		claimed[i] = append(claimed[i], r)
 	}
-	return claimed, sent, nil
+	lockedOut = make([]bool, len(wants))
+	for _, name := range limited.queues {
+		lockedOut[index[name]] = !slices.Contains(locked, name)
+	}
+	return claimed, lockedOut, sent, nil
+}
+
+// claimLimited sends the claim round trip of wants that include limited queues: claim.sql for
+// the plain ones (first, so that the claim locks are held for as short a time as can be), then
+// claim_lock.sql and claim_limited.sql, in one implicit transaction. It returns the rows claimed
+// and the limited queues whose claim lock the transaction took.
+func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs) ([]*jobRow, []string, error) {
+	b := &pgx.Batch{}
+	if len(plain.queues) > 0 {
+		b.Queue(claimSQL, plain.queues, plain.limits, plain.leases, rt.c.cfg.ID)
+	}
+	b.Queue(claimLockSQL, limited.queues)
+	b.Queue(claimLimitedSQL, limited.queues, limited.limits, limited.leases, rt.c.cfg.ID)
+	br := rt.c.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var all []*jobRow
+	if len(plain.queues) > 0 {
+		rows, _ := br.Query()
+		got, err := pgx.CollectRows(rows, scanJobRow)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = got
+	}
+	var setting string
+	var locked []string
+	if err := br.QueryRow().Scan(&setting, &locked); err != nil {
+		return nil, nil, err
+	}
+	rows, _ := br.Query()
+	got, err := pgx.CollectRows(rows, scanJobRow)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(all, got...), locked, br.Close()
+}
+
+// lockedOutWait is how long a limited queue whose claim lock another process held waits before
+// its next claim: about one claim's round trip, after which that claim has committed.
+const lockedOutWait = 2 * time.Millisecond
+
+// claimSoon makes the claim loop look at q again after lockedOutWait.
+func (rt *runtime) claimSoon(ctx context.Context, q *queueRun) {
+	t := time.AfterFunc(lockedOutWait, func() {
+		q.wantClaim.Store(true)
+		signal(rt.wakeFetch)
+	})
+	context.AfterFunc(ctx, func() { t.Stop() })
 }
 
 // claimFailed reports a failed claim and waits before the next one: a back-off, cut short when

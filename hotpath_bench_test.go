@@ -28,7 +28,7 @@ func benchRuntime(b *testing.B, n int) *runtime {
 // benchClaim claims 100 jobs and records them as running attempts.
 func (rt *runtime) benchClaim(b *testing.B) []*attempt {
 	q := rt.queues[0]
-	claimed, sent, err := rt.claim(b.Context(), []claimWant{{q: q, limit: 100}})
+	claimed, _, sent, err := rt.claim(b.Context(), []claimWant{{q: q, limit: 100}})
 	if err != nil || len(claimed[0]) != 100 {
 		b.Fatalf("claim: %d jobs, %v", len(claimed), err)
 	}

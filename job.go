@@ -76,6 +76,8 @@ type Job[T any] struct {
 	Errors []AttemptError `json:"errors,omitempty"`
 	// UniqueKey is the job's unique key; empty if it has none.
 	UniqueKey string `json:"unique_key,omitempty"`
+	// Key is the job's flow-control key (EnqueueOptions.Key); empty if it has none.
+	Key string `json:"key,omitempty"`
 	// RepeatRemaining is how many more runs follow this one when it succeeds; RepeatForever
 	// for no end.
 	RepeatRemaining int `json:"repeat_remaining,omitempty"`
@@ -194,6 +196,7 @@ type jobRow struct {
 	repeatRemaining int
 	repeatEveryUs   *int64
 	metadata        []byte
+	key             *string
 	watched         bool // the queue is being watched
 
 	meta        map[string]string // metadata decoded, once metaDecoded
@@ -215,7 +218,7 @@ func scanJobRow(rows pgx.CollectableRow) (*jobRow, error) {
 	r := new(jobRow)
 	err := rows.Scan(&r.queue, (*[16]byte)(&r.id), &r.priority, &r.attempt, &r.maxAttempts, &r.runAt,
 		&r.createdAt, &r.token, &r.payload, &r.errors, &r.uniqueKey, &r.repeatRemaining,
-		&r.repeatEveryUs, &r.metadata, &r.watched)
+		&r.repeatEveryUs, &r.metadata, &r.key, &r.watched)
 	return r, err
 }
 
@@ -232,6 +235,7 @@ func decodeJob[T any](queue string, r *jobRow) (*Job[T], error) {
 		RunAt:           r.runAt,
 		CreatedAt:       r.createdAt,
 		UniqueKey:       deref(r.uniqueKey),
+		Key:             deref(r.key),
 		RepeatRemaining: r.repeatRemaining,
 		RepeatEvery:     time.Duration(deref(r.repeatEveryUs)) * time.Microsecond,
 	}
@@ -285,10 +289,11 @@ type entryRow struct {
 	lockedBy                  *string
 	lockUntil                 *time.Time
 	metadata                  []byte
+	key                       *string
 	place                     int
 }
 
-// columns returns the scan destinations of an entry's columns, from status to metadata, after
+// columns returns the scan destinations of an entry's columns, from status to key, after
 // the queue (if withQueue) and id, whose destination is given, and before the place (if
 // withPlace): the column order of job.sql, unique_job.sql and list_*.sql.
 func (r *entryRow) columns(withQueue bool, id any, withPlace bool) []any {
@@ -298,7 +303,7 @@ func (r *entryRow) columns(withQueue bool, id any, withPlace bool) []any {
 	}
 	dest = append(dest, id, &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
 		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
-		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.metadata)
+		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.metadata, &r.key)
 	if withPlace {
 		dest = append(dest, &r.place)
 	}
@@ -354,6 +359,7 @@ func decodeEntry[T any](queue string, r *entryRow) (*JobEntry[T], error) {
 			AttemptedAt:     deref(r.attemptedAt),
 			FinishedAt:      deref(r.finishedAt),
 			UniqueKey:       deref(r.uniqueKey),
+			Key:             deref(r.key),
 			RepeatRemaining: r.repeatRemaining,
 			RepeatEvery:     time.Duration(deref(r.repeatEveryUs)) * time.Microsecond,
 			LockedBy:        deref(r.lockedBy),

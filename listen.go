@@ -23,6 +23,7 @@ const (
 	msgScheduled = 's' // jobs were scheduled for later: re-read the next due time
 	msgPaused    = 'p'
 	msgResumed   = 'r'
+	msgLimits    = 'l' // the queue's limits were set
 	msgCancelled = 'c' // jobs were cancelled (or deleted while running): running ones must stop
 	msgDeleted   = 'd'
 	msgStarted   = 'S' // the following kinds are sent only while the queue is watched

@@ -14,20 +14,23 @@ type upkeep struct {
 	poll    bool // the safety-net poll: claim afterwards whatever was found
 	rescue  bool // take back expired leases and prune finished jobs past retention
 	promote bool // make due scheduled jobs available, and read when the next one is due
+	limits  bool // read whether the queue has limits
 }
 
 // upkeepResult is what the table said to one queue's upkeep.
 type upkeepResult struct {
 	rescued, promoted int
 	nextDue           *time.Duration // until the next scheduled job is due; nil: none
+	limited           bool           // the queue has limits (read if upkeep.limits)
 }
 
 // maintainLoop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
 // it promotes scheduled jobs when they fall due (a timer set to the earliest due time, by the
 // database clock) or when a wake-up says the schedule changed; it takes back expired leases and
 // prunes finished jobs at each queue's poll, or one LockDuration after a claim failed; and at the
-// poll it makes the claim loop look at the queue. The work goes in one round trip of at most three
-// statements (rescue, prune, promote), each covering every queue that needs it, so that 100 idle
+// poll it makes the claim loop look at the queue, and reads whether the queue has limits (also
+// when a wake-up says they changed). The work goes in one round trip of at most four statements
+// (rescue, prune, promote, limits), each covering every queue that needs it, so that 100 idle
 // queues cost what one does. Each time it wakes it also looks whether the pool keeps its callers
 // waiting (poolWatch), and every second it folds the schema's count deltas (countsFold). Every
 // statement skips rows another process holds (SKIP LOCKED): any number of processes maintain the
@@ -85,10 +88,11 @@ func (rt *runtime) upkeepDue(now time.Time) []upkeep {
 		}
 		u.rescue = u.rescue || u.poll
 		u.promote = q.wantPromote.Swap(false) || u.poll || (!q.nextDue.IsZero() && !now.Before(q.nextDue))
+		u.limits = q.wantLimits.Swap(false) || u.poll
 		if u.poll {
 			q.nextPoll = now.Add(q.opts.PollInterval)
 		}
-		if u.rescue || u.promote {
+		if u.rescue || u.promote || u.limits {
 			work = append(work, u)
 		}
 	}
@@ -126,6 +130,9 @@ func (rt *runtime) upkeepFailed(work []upkeep, err error) {
 		if u.rescue {
 			u.q.rescueAt.CompareAndSwap(0, time.Now().UnixNano())
 		}
+		if u.limits {
+			u.q.wantLimits.Store(true)
+		}
 	}
 	rt.reportError(qs, "pgqueue: maintain queues", err)
 }
@@ -153,6 +160,11 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 				signal(rt.wakeMaint)
 			}
 		}
+		if u.limits && u.q.limited.Swap(r.limited) != r.limited {
+			// Claims for it go the other way now (fetch.go), and may find what the last did not.
+			u.q.wantClaim.Store(true)
+			claim = true
+		}
 		if u.poll || r.promoted > 0 || r.rescued > 0 {
 			u.q.wantClaim.Store(true)
 			claim = true
@@ -168,7 +180,7 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 // that needs it, and returns what each queue's upkeep found. It does not let ctx interrupt a
 // statement under way.
 func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResult, error) {
-	var rescue, promote []string
+	var rescue, promote, limits []string
 	var completed, failed, cancelled []*int64
 	var timeout time.Duration
 	for _, u := range work {
@@ -180,6 +192,9 @@ func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResul
 		if u.promote {
 			promote = append(promote, u.q.name)
 		}
+		if u.limits {
+			limits = append(limits, u.q.name)
+		}
 		timeout = max(timeout, u.q.opts.LockDuration)
 	}
 	b := &pgx.Batch{}
@@ -190,6 +205,9 @@ func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResul
 	if len(promote) > 0 {
 		b.Queue(promoteSQL, promote, promoteBatch)
 	}
+	if len(limits) > 0 {
+		b.Queue(limitedQueuesSQL, limits)
+	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	br := rt.c.pool.SendBatch(qctx, b)
@@ -198,7 +216,7 @@ func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResul
 	for _, u := range work {
 		found[u.q.name] = &upkeepResult{}
 	}
-	if err := rt.readUpkeep(br, len(rescue) > 0, len(promote) > 0, found); err != nil {
+	if err := rt.readUpkeep(br, len(rescue) > 0, len(promote) > 0, len(limits) > 0, found); err != nil {
 		return nil, err
 	}
 	if err := br.Close(); err != nil {
@@ -212,7 +230,7 @@ func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResul
 }
 
 // readUpkeep reads the results of the statements sendUpkeep queued, in their order, into found.
-func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote bool, found map[string]*upkeepResult) error {
+func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote, limits bool, found map[string]*upkeepResult) error {
 	if rescue {
 		var queue string
 		var available, failed, notified int
@@ -252,6 +270,17 @@ func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote bool, found m
 		})
 		if err != nil {
 			return fmt.Errorf("pgqueue: promote: %w", err)
+		}
+	}
+	if limits {
+		var queue string
+		rows, _ := br.Query()
+		_, err := pgx.ForEachRow(rows, []any{&queue}, func() error {
+			found[queue].limited = true
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("pgqueue: read limits: %w", err)
 		}
 	}
 	return nil

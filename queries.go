@@ -14,6 +14,16 @@ var (
 	channelSQL string
 	//go:embed sql/claim.sql
 	claimSQL string
+	//go:embed sql/claim_limited.sql
+	claimLimitedSQL string
+	//go:embed sql/claim_lock.sql
+	claimLockSQL string
+	//go:embed sql/limits_get.sql
+	limitsGetSQL string
+	//go:embed sql/limits_set.sql
+	limitsSetSQL string
+	//go:embed sql/limited_queues.sql
+	limitedQueuesSQL string
 	//go:embed sql/complete.sql
 	completeSQL string
 	//go:embed sql/complete_keep.sql

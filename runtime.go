@@ -56,6 +56,8 @@ type queueRun struct {
 	wantClaim   atomic.Bool  // it may have available jobs: claim when a slot is free
 	wantPromote atomic.Bool  // it may have due scheduled jobs, or a new next due time
 	rescueAt    atomic.Int64 // unix ns after which to look for expired leases; 0: at the poll
+	wantLimits  atomic.Bool  // its limits may have changed: read whether it has any
+	limited     atomic.Bool  // it has limits: claims for it go through claim_limited.sql
 
 	// Guarded by rt.mu.
 	busy int // handlers running, counted against Concurrency
@@ -364,6 +366,9 @@ func (q *queueRun) onMessage(m message) {
 	case msgScheduled:
 		q.wantPromote.Store(true)
 		signal(rt.wakeMaint)
+	case msgLimits:
+		q.wantLimits.Store(true)
+		signal(rt.wakeMaint)
 	case msgCancelled:
 		rt.cancelAttempts(q, m.ids)
 	case msgListening, msgResync:
@@ -372,6 +377,7 @@ func (q *queueRun) onMessage(m message) {
 		// cancelled meanwhile).
 		q.wantClaim.Store(true)
 		q.wantPromote.Store(true)
+		q.wantLimits.Store(true)
 		signal(rt.wakeFetch)
 		signal(rt.wakeMaint)
 		signal(rt.checkLeases)

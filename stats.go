@@ -28,6 +28,11 @@ type QueueStats struct {
 	OldestWait time.Duration `json:"oldest_wait,omitzero"`
 	// Paused says whether the queue is paused.
 	Paused bool `json:"paused"`
+	// Limits are the queue's limits (Queue.SetLimits); Running is what MaxRunning counts.
+	Limits Limits `json:"limits,omitzero"`
+	// KeysAtLimit is how many keys have as many jobs running or waiting to retry as
+	// Limits.KeyMaxRunning allows; 0 without a per-key limit.
+	KeysAtLimit int `json:"keys_at_limit,omitempty"`
 }
 
 // Stats returns the queue's counts per status, the wait of the jobs first in line and whether
@@ -55,7 +60,7 @@ func readStats(ctx context.Context, db querier, queue *string) ([]QueueStats, er
 		var s QueueStats
 		var oldestUs *int64
 		err := r.Scan(&s.Queue, &s.Scheduled, &s.Available, &s.Running, &s.Completed, &s.Failed,
-			&s.Cancelled, &oldestUs, &s.Paused)
+			&s.Cancelled, &oldestUs, &s.Paused, &s.Limits.MaxRunning, &s.Limits.KeyMaxRunning, &s.KeysAtLimit)
 		s.OldestWait = max(0, time.Duration(deref(oldestUs))*time.Microsecond)
 		return s, err
 	})

@@ -129,14 +129,16 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 		return nil, err
 	}
 	rt, q := s.rt, s.q
-	// What Run does at start: take back expired leases, prune, promote due jobs.
-	if _, err := rt.sendUpkeep(ctx, []upkeep{{q: q, rescue: true, promote: true}}); err != nil {
-		return nil, explainSchemaError(err)
-	}
-	wants := []claimWant{{q: q, limit: 1}}
-	claimed, sent, err := rt.claim(ctx, wants)
+	// What Run does at start: take back expired leases, prune, promote due jobs, read the limits.
+	found, err := rt.sendUpkeep(ctx, []upkeep{{q: q, rescue: true, promote: true, limits: true}})
 	if err != nil {
 		return nil, explainSchemaError(err)
+	}
+	q.limited.Store(found[0].limited)
+	wants := []claimWant{{q: q, limit: 1}}
+	claimed, sent, err := s.claim(ctx, wants)
+	if err != nil {
+		return nil, err
 	}
 	if len(claimed[0]) == 0 {
 		return nil, nil
@@ -152,6 +154,22 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 		return res, nil
 	}
 	return s.settle(ctx, rt.takeOutcomes())
+}
+
+// claim claims for wants, waiting while another process holds the queue's claim lock.
+func (s *inline) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, time.Time, error) {
+	for {
+		claimed, lockedOut, sent, err := s.rt.claim(ctx, wants)
+		if err != nil {
+			return nil, sent, explainSchemaError(err)
+		}
+		if !lockedOut[0] {
+			return claimed, sent, nil
+		}
+		if !sleepCtx(ctx, lockedOutWait) {
+			return nil, sent, ctx.Err()
+		}
+	}
 }
 
 // run runs the handler of claimed row r with the runtime's own attempt, heartbeat and outcome

@@ -2,7 +2,8 @@
 -- $2[i] jobs, highest priority first, then oldest id, for $3[i] ms, to worker $4. Each claimed
 -- job gets a fresh lock token and one more attempt. A paused queue yields nothing. Each row also
 -- names its queue and says whether the queue is being watched, so that the worker announces the
--- jobs' starts and outcomes.
+-- jobs' starts and outcomes. A queue with limits yields nothing here: claim_limited.sql claims
+-- for it.
 -- Each queue's jobs are picked by a range scan of its own part of pgqueue_jobs_claim_idx
 -- (queue, (-priority), id) WHERE status = 'available' (a LATERAL sub-select per queue) and locked
 -- there, skipping rows others hold; the update then reaches them by their physical address
@@ -28,11 +29,13 @@ WHERE j.ctid = ANY (ARRAY(
                LATERAL (SELECT a.ctid
                         FROM pgqueue_jobs AS a
                         WHERE a.queue = x.queue AND a.status = 'available'
-                          AND NOT EXISTS (SELECT 1 FROM pgqueue_queues AS p WHERE p.name = x.queue AND p.paused)
+                          AND NOT EXISTS (SELECT 1 FROM pgqueue_queues AS p
+                                          WHERE p.name = x.queue
+                                            AND (p.paused OR p.max_running IS NOT NULL OR p.key_max_running IS NOT NULL))
                         ORDER BY -a.priority, a.id
                         LIMIT x.n
                         FOR UPDATE SKIP LOCKED) AS c))
 RETURNING j.queue, j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
           j.payload, j.errors, j.unique_key, j.repeat_remaining,
-          (extract(epoch FROM j.repeat_every) * 1e6)::bigint, j.metadata,
+          (extract(epoch FROM j.repeat_every) * 1e6)::bigint, j.metadata, j.key,
           EXISTS (SELECT 1 FROM pgqueue_queues AS q WHERE q.name = j.queue AND q.watched_until > now())

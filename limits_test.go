@@ -1,0 +1,266 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Limits are stored per queue, read back, shown in Stats, and refused when out of range.
+func TestLimitsSetAndRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "limits")
+	if l, err := q.Limits(ctx); err != nil || l != (Limits{}) {
+		t.Fatalf("Limits of a new queue = %+v, %v; want none", l, err)
+	}
+	for _, bad := range []Limits{{MaxRunning: -1}, {KeyMaxRunning: -2}, {MaxRunning: MaxLimit + 1}} {
+		if err := q.SetLimits(ctx, bad); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("SetLimits(%+v) = %v, want ErrInvalidOption", bad, err)
+		}
+	}
+	want := Limits{MaxRunning: 7, KeyMaxRunning: 2}
+	if err := q.SetLimits(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := q.Limits(ctx); err != nil || l != want {
+		t.Fatalf("Limits = %+v, %v; want %+v", l, err, want)
+	}
+	b.inTx(false, func(tx pgx.Tx) error { return q.SetLimitsTx(ctx, tx, Limits{MaxRunning: 1}) })
+	if l, _ := q.Limits(ctx); l != want {
+		t.Fatalf("after a rolled-back SetLimitsTx, Limits = %+v, want %+v", l, want)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil || st.Limits != want {
+		t.Fatalf("Stats.Limits = %+v (%v), want %+v", st.Limits, err, want)
+	}
+	if err := q.SetLimits(ctx, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := q.Limits(ctx); l != (Limits{}) {
+		t.Fatalf("after SetLimits(Limits{}), Limits = %+v", l)
+	}
+}
+
+// concurrency tracks how many handlers run at once, in all and per key.
+type concurrency struct {
+	mu       sync.Mutex
+	now, max int
+	keyNow   map[string]int
+	keyMax   map[string]int
+	starts   []string // keys, in start order
+}
+
+func newConcurrency() *concurrency {
+	return &concurrency{keyNow: map[string]int{}, keyMax: map[string]int{}}
+}
+
+func (c *concurrency) enter(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now++
+	c.max = max(c.max, c.now)
+	c.keyNow[key]++
+	c.keyMax[key] = max(c.keyMax[key], c.keyNow[key])
+	c.starts = append(c.starts, key)
+}
+
+func (c *concurrency) leave(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now--
+	c.keyNow[key]--
+}
+
+// A queue's MaxRunning holds over several clients whose Concurrency adds up to far more, and
+// the queue still drains.
+func TestMaxRunningAcrossClients(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "global")
+	if err := q.SetLimits(ctx, Limits{MaxRunning: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueMany(ctx, make([]int, 60), nil); err != nil {
+		t.Fatal(err)
+	}
+	c := newConcurrency()
+	var done atomic.Int32
+	for range 3 {
+		qc := newQueue[int](t, b.newClient(), "global")
+		w := must(qc.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			c.enter("")
+			time.Sleep(10 * time.Millisecond)
+			c.leave("")
+			done.Add(1)
+			return nil
+		}, &WorkerOptions{Concurrency: 5, PollInterval: 200 * time.Millisecond}))
+		startWorker(t, w)
+	}
+	waitFor(t, 30*time.Second, "60 jobs done", func() bool { return done.Load() == 60 })
+	if c.max > 3 {
+		t.Fatalf("%d handlers ran at once, more than MaxRunning 3", c.max)
+	}
+	if c.max < 2 {
+		t.Errorf("at most %d handler ran at once: the limit of 3 was never approached", c.max)
+	}
+}
+
+// With KeyMaxRunning 1 the jobs of a key start one after another in their order, also when one
+// of them fails and waits to retry; keys run beside each other.
+func TestKeyFIFOAcrossRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "fifo")
+	if err := q.SetLimits(ctx, Limits{KeyMaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	const keys, perKey = 4, 8
+	for i := range perKey {
+		for k := range keys {
+			if _, err := q.Enqueue(ctx, i, &EnqueueOptions{Key: fmt.Sprintf("k%d", k), RetryDelay: 20 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c := newConcurrency()
+	var mu sync.Mutex
+	order := map[string][]int{}
+	var done atomic.Int32
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		c.enter(job.Key)
+		defer c.leave(job.Key)
+		mu.Lock()
+		order[job.Key] = append(order[job.Key], job.Payload)
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		if job.Payload%3 == 1 && job.Attempt == 1 {
+			return errors.New("fails once")
+		}
+		done.Add(1)
+		return nil
+	}, &WorkerOptions{Concurrency: 10, PollInterval: 100 * time.Millisecond}))
+	startWorker(t, w)
+	waitFor(t, 30*time.Second, "every job done", func() bool { return done.Load() == keys*perKey })
+	for k := range keys {
+		key := fmt.Sprintf("k%d", k)
+		if c.keyMax[key] != 1 {
+			t.Errorf("key %s: %d jobs ran at once", key, c.keyMax[key])
+		}
+		var want []int
+		for i := range perKey {
+			want = append(want, i)
+			if i%3 == 1 {
+				want = append(want, i) // its retry, before the next job of the key
+			}
+		}
+		if fmt.Sprint(order[key]) != fmt.Sprint(want) {
+			t.Errorf("key %s started %v, want %v", key, order[key], want)
+		}
+	}
+	if c.max < 2 {
+		t.Errorf("keys did not run beside each other (at most %d at once)", c.max)
+	}
+}
+
+// Claims take turns between keys: a key with a long backlog, enqueued first, does not hold back
+// the jobs of keys enqueued after it.
+func TestKeysTakeTurns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "turns")
+	if err := q.SetLimits(ctx, Limits{KeyMaxRunning: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueMany(ctx, make([]int, 500), &EnqueueOptions{Key: "big"}); err != nil {
+		t.Fatal(err)
+	}
+	const small = 20
+	for k := range small {
+		if _, err := q.EnqueueMany(ctx, make([]int, 3), &EnqueueOptions{Key: fmt.Sprintf("small%02d", k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newConcurrency()
+	var done atomic.Int32
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		c.enter(job.Key)
+		time.Sleep(time.Millisecond)
+		c.leave(job.Key)
+		done.Add(1)
+		return nil
+	}, &WorkerOptions{Concurrency: 10}))
+	startWorker(t, w)
+	waitFor(t, 60*time.Second, "every job done", func() bool { return done.Load() == 500+3*small })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	big, left := 0, 3*small
+	for _, key := range c.starts {
+		if key == "big" {
+			big++
+			continue
+		}
+		if left--; left == 0 {
+			break
+		}
+	}
+	t.Logf("the big key started %d jobs before the small keys had all started", big)
+	// Each claim serves up to 10 jobs, key after key from where the last one stopped: the 20
+	// small keys are served within a lap of 21 keys, during which the big key gets one turn
+	// of at most 10 jobs, plus what the first claim gave it.
+	if big > 30 {
+		t.Fatalf("the big key started %d jobs before the small keys' 60 had all started", big)
+	}
+	if c.keyMax["big"] > 10 {
+		t.Fatalf("the big key ran %d jobs at once, more than KeyMaxRunning 10", c.keyMax["big"])
+	}
+}
+
+// Limits set while workers run apply to their next claims, and removing them lets the queue run
+// at the workers' own Concurrency again.
+func TestLimitsChangeLive(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "live")
+	c := newConcurrency()
+	release := make(chan struct{})
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		c.enter("")
+		defer c.leave("")
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 8, PollInterval: time.Hour}))
+	startWorker(t, w)
+	if err := q.SetLimits(ctx, Limits{MaxRunning: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// Until the worker has heard of the limit (by notification) its claims skip the queue: a
+	// limited queue is claimed only by the statement that applies the limits.
+	if _, err := q.EnqueueMany(ctx, make([]int, 8), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "2 jobs running", func() bool { return b.count("status = 'running'") == 2 })
+	time.Sleep(200 * time.Millisecond)
+	if n := b.count("status = 'running'"); n != 2 {
+		t.Fatalf("%d jobs running under MaxRunning 2", n)
+	}
+	if err := q.SetLimits(ctx, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "8 jobs running once the limit is gone", func() bool { return b.count("status = 'running'") == 8 })
+	close(release)
+}

@@ -1,0 +1,45 @@
+-- pgqueue: flow control. A queue's limits live in its pgqueue_queues row, so that every process
+-- applies the same ones and an operator can change them while workers run; a job may carry a key
+-- (a tenant, a customer, a resource) that per-key limits count by.
+--
+-- max_running: at most this many jobs of the queue running at once, across every process.
+-- key_max_running: at most this many jobs of one key running at once; a job of the key that has
+--   run and waits to run again (a retry's back-off, a snooze) holds its place too, so 1 gives
+--   strict FIFO per key. Jobs without a key are not limited by it.
+-- key_cursor: where the round-robin between keys stands: the key the latest claim served last.
+--
+-- No counter is kept: what is in use is counted from the job rows when a claim needs it
+-- (pgqueue_jobs_running_idx for the queue, pgqueue_jobs_key_held_idx for a key), so a worker
+-- that dies holding jobs leaks nothing once its leases run out and its jobs are taken back.
+--
+-- pgqueue_jobs_key_idx lines up the available jobs of each key in run order, for the claim's
+-- walk from key to key; pgqueue_jobs_key_held_idx finds the jobs holding a key's places. Both
+-- cover keyed jobs only: queues that use no keys pay nothing for them.
+
+-- +goose Up
+ALTER TABLE pgqueue_queues
+    ADD COLUMN max_running     integer CHECK (max_running > 0),
+    ADD COLUMN key_max_running integer CHECK (key_max_running > 0),
+    ADD COLUMN key_cursor      text;
+
+ALTER TABLE pgqueue_jobs ADD COLUMN key text;
+
+CREATE INDEX pgqueue_jobs_key_idx ON pgqueue_jobs (queue, key, (-priority), id)
+    WHERE status = 'available' AND key IS NOT NULL;
+CREATE INDEX pgqueue_jobs_key_held_idx ON pgqueue_jobs (queue, key)
+    WHERE key IS NOT NULL AND (status = 'running' OR (status = 'scheduled' AND attempt > 0));
+
+CREATE OR REPLACE FUNCTION pgqueue_schema_version() RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE AS 'SELECT 20261203120000::bigint';
+
+-- +goose Down
+CREATE OR REPLACE FUNCTION pgqueue_schema_version() RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE AS 'SELECT 20261202120000::bigint';
+
+DROP INDEX pgqueue_jobs_key_held_idx;
+DROP INDEX pgqueue_jobs_key_idx;
+ALTER TABLE pgqueue_jobs DROP COLUMN key;
+ALTER TABLE pgqueue_queues
+    DROP COLUMN key_cursor,
+    DROP COLUMN key_max_running,
+    DROP COLUMN max_running;
