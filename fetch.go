@@ -35,7 +35,7 @@ func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 			}
 			continue
 		}
-		claimed, lockedOut, sent, err := rt.claim(ctx, wants)
+		claimed, again, sent, err := rt.claim(ctx, wants)
 		if err != nil {
 			failures++
 			rt.claimFailed(ctx, wants, err, failures)
@@ -56,8 +56,8 @@ func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 			if len(rows) == w.limit {
 				w.q.wantClaim.Store(true)
 			}
-			if lockedOut[i] {
-				rt.claimSoon(ctx, w.q)
+			if again[i].after > 0 && len(rows) < w.limit {
+				rt.claimAfter(ctx, w.q, again[i].after)
 			}
 			w.q.empty = len(rows) < w.limit
 			if len(rows) > 0 {
@@ -124,12 +124,13 @@ func (a *claimArgs) add(w claimWant) {
 }
 
 // claim leases jobs for every queue of wants in one round trip, and returns the rows claimed for
-// each want, which limited wants found their queue's claim lock taken (lockedOut), and when the
-// round trip was sent. Queues without limits are claimed by one statement (claim.sql); queues
-// with limits, in the same transaction, by claim_lock.sql and claim_limited.sql. It does not let
-// ctx interrupt the round trip: claimed rows whose result never arrived would stay locked until
+// each want, when to claim again for each if it came back short, and when the round trip was
+// sent. Queues
+// without limits are claimed by one statement (claim.sql); queues with limits, in the same
+// transaction, by claim_lock.sql, claim_limited.sql and rate_wait.sql. It does not let ctx
+// interrupt the round trip: claimed rows whose result never arrived would stay locked until
 // their lease ran out.
-func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*jobRow, lockedOut []bool, sent time.Time, err error) {
+func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*jobRow, again []claimAgain, sent time.Time, err error) {
 	var plain, limited claimArgs
 	index := make(map[string]int, len(wants))
 	var timeout time.Duration
@@ -146,12 +147,12 @@ func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*j
 	defer cancel()
 	sent = time.Now()
 	var all []*jobRow
-	var locked []string
+	lim := limitedResult{waits: map[string]time.Duration{}}
 	if len(limited.queues) == 0 {
 		rows, _ := rt.c.pool.Query(qctx, claimSQL, plain.queues, plain.limits, plain.leases, rt.c.cfg.ID)
 		all, err = pgx.CollectRows(rows, scanJobRow)
 	} else {
-		all, locked, err = rt.claimLimited(qctx, &plain, &limited)
+		all, err = rt.claimLimited(qctx, &plain, &limited, &lim)
 	}
 	if err != nil {
 		return nil, nil, sent, fmt.Errorf("pgqueue: claim: %w", err)
@@ -161,24 +162,45 @@ func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*j
 		i := index[r.queue]
 		claimed[i] = append(claimed[i], r)
 	}
-	lockedOut = make([]bool, len(wants))
+	again = make([]claimAgain, len(wants))
 	for _, name := range limited.queues {
-		lockedOut[index[name]] = !slices.Contains(locked, name)
+		a := &again[index[name]]
+		a.after = lim.waits[name]
+		if a.lockedOut = !slices.Contains(lim.locked, name); a.lockedOut {
+			a.after = lockedOutWait
+		}
 	}
-	return claimed, lockedOut, sent, nil
+	return claimed, again, sent, nil
+}
+
+// claimAgain says when to claim again for a want that came back short: after (0: when a
+// wake-up, the poll or a freed slot calls for it), because another process held the queue's
+// claim lock (lockedOut) or a rate limit frees a start then.
+type claimAgain struct {
+	after     time.Duration
+	lockedOut bool
+}
+
+// limitedResult is what claimLimited learns besides the jobs: the limited queues whose claim
+// lock the round trip took, and how long queues held back by a rate limit wait for a start to
+// free.
+type limitedResult struct {
+	locked []string
+	waits  map[string]time.Duration
 }
 
 // claimLimited sends the claim round trip of wants that include limited queues: claim.sql for
 // the plain ones (first, so that the claim locks are held for as short a time as can be), then
-// claim_lock.sql and claim_limited.sql, in one implicit transaction. It returns the rows claimed
-// and the limited queues whose claim lock the transaction took.
-func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs) ([]*jobRow, []string, error) {
+// claim_lock.sql, claim_limited.sql and rate_wait.sql, in one implicit transaction. It returns
+// the rows claimed, and fills in res.
+func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs, res *limitedResult) ([]*jobRow, error) {
 	b := &pgx.Batch{}
 	if len(plain.queues) > 0 {
 		b.Queue(claimSQL, plain.queues, plain.limits, plain.leases, rt.c.cfg.ID)
 	}
 	b.Queue(claimLockSQL, limited.queues)
 	b.Queue(claimLimitedSQL, limited.queues, limited.limits, limited.leases, rt.c.cfg.ID)
+	b.Queue(rateWaitSQL, limited.queues)
 	br := rt.c.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var all []*jobRow
@@ -186,30 +208,38 @@ func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs) 
 		rows, _ := br.Query()
 		got, err := pgx.CollectRows(rows, scanJobRow)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		all = got
 	}
 	var setting string
-	var locked []string
-	if err := br.QueryRow().Scan(&setting, &locked); err != nil {
-		return nil, nil, err
+	if err := br.QueryRow().Scan(&setting, &res.locked); err != nil {
+		return nil, err
 	}
 	rows, _ := br.Query()
 	got, err := pgx.CollectRows(rows, scanJobRow)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return append(all, got...), locked, br.Close()
+	var queue string
+	var ms int64
+	rows, _ = br.Query()
+	if _, err := pgx.ForEachRow(rows, []any{&queue, &ms}, func() error {
+		res.waits[queue] = time.Duration(ms) * time.Millisecond
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return append(all, got...), br.Close()
 }
 
 // lockedOutWait is how long a limited queue whose claim lock another process held waits before
 // its next claim: about one claim's round trip, after which that claim has committed.
 const lockedOutWait = 2 * time.Millisecond
 
-// claimSoon makes the claim loop look at q again after lockedOutWait.
-func (rt *runtime) claimSoon(ctx context.Context, q *queueRun) {
-	t := time.AfterFunc(lockedOutWait, func() {
+// claimAfter makes the claim loop look at q again after d.
+func (rt *runtime) claimAfter(ctx context.Context, q *queueRun, d time.Duration) {
+	t := time.AfterFunc(d, func() {
 		q.wantClaim.Store(true)
 		signal(rt.wakeFetch)
 	})

@@ -2,7 +2,9 @@ package pgqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -25,6 +27,66 @@ type Limits struct {
 	// completed, failed for good, cancelled, deleted — frees its place. Claims take turns between
 	// the keys that have jobs waiting. Jobs without a key are not limited by it. 0: no limit.
 	KeyMaxRunning int `json:"key_max_running,omitempty"`
+
+	// Rate is how many of the queue's jobs may start within any window of time of length
+	// Rate.Per, counted over every process: a sliding window over the starts themselves, which
+	// are logged while the limit is set. Retries count as starts. The zero Rate: no limit.
+	Rate Rate `json:"rate,omitzero"`
+
+	// KeyRate is Rate for the jobs of one key (EnqueueOptions.Key). Claims take turns between
+	// the keys that have jobs waiting. Jobs without a key are not limited by it.
+	KeyRate Rate `json:"key_rate,omitzero"`
+}
+
+// Rate is a rate limit: at most Starts starts in any window of length Per.
+type Rate struct {
+	Starts int           `json:"starts"`
+	Per    time.Duration `json:"per"`
+}
+
+// MarshalJSON writes Per as a duration string ("1m0s").
+func (r Rate) MarshalJSON() ([]byte, error) {
+	return json.Marshal(rateJSON{r.Starts, jsonDuration(r.Per)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Rate) UnmarshalJSON(b []byte) error {
+	var w rateJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = Rate{w.Starts, time.Duration(w.Per)}
+	return nil
+}
+
+type rateJSON struct {
+	Starts int          `json:"starts"`
+	Per    jsonDuration `json:"per"`
+}
+
+// maxRatePeriod is the longest Rate.Per: a start is remembered for as long as the longest
+// period of its queue.
+const maxRatePeriod = 24 * time.Hour
+
+func (r Rate) validate(name string) error {
+	switch {
+	case r == Rate{}:
+		return nil
+	case r.Starts <= 0 || r.Starts > MaxLimit:
+		return invalidf("%s.Starts %d is out of range (1 to %d, or a zero %s for none)", name, r.Starts, MaxLimit, name)
+	case r.Per < time.Millisecond || r.Per > maxRatePeriod:
+		return invalidf("%s.Per %s is out of range (1ms to %s)", name, r.Per, maxRatePeriod)
+	}
+	return nil
+}
+
+// args binds the rate as its two columns: NULL for none.
+func (r Rate) args() (limit *int32, periodUs *int64) {
+	if r == (Rate{}) {
+		return nil, nil
+	}
+	n, us := int32(r.Starts), r.Per.Microseconds()
+	return &n, &us
 }
 
 // validate checks l's fields.
@@ -35,7 +97,10 @@ func (l Limits) validate() error {
 	case l.KeyMaxRunning < 0 || l.KeyMaxRunning > MaxLimit:
 		return invalidf("Limits.KeyMaxRunning %d is out of range (0 for none, up to %d)", l.KeyMaxRunning, MaxLimit)
 	}
-	return nil
+	if err := l.Rate.validate("Limits.Rate"); err != nil {
+		return err
+	}
+	return l.KeyRate.validate("Limits.KeyRate")
 }
 
 // SetLimits sets the queue's limits for every process, replacing the ones it had; Limits{}
@@ -58,7 +123,11 @@ func setLimits(ctx context.Context, db execer, queue string, l Limits) error {
 	if err := l.validate(); err != nil {
 		return err
 	}
-	if _, err := db.Exec(ctx, limitsSetSQL, queue, nullIfZero(l.MaxRunning), nullIfZero(l.KeyMaxRunning)); err != nil {
+	rate, per := l.Rate.args()
+	keyRate, keyPer := l.KeyRate.args()
+	_, err := db.Exec(ctx, limitsSetSQL, queue, nullIfZero(l.MaxRunning), nullIfZero(l.KeyMaxRunning),
+		rate, per, keyRate, keyPer)
+	if err != nil {
 		return wrapf(err, "set limits of %s", queue)
 	}
 	return nil
@@ -67,10 +136,13 @@ func setLimits(ctx context.Context, db execer, queue string, l Limits) error {
 // Limits returns the queue's limits as stored; the zero Limits if it has none.
 func (q *Queue[T]) Limits(ctx context.Context) (Limits, error) {
 	var l Limits
-	err := q.c.pool.QueryRow(ctx, limitsGetSQL, q.name).Scan(&l.MaxRunning, &l.KeyMaxRunning)
+	var per, keyPer int64
+	err := q.c.pool.QueryRow(ctx, limitsGetSQL, q.name).Scan(&l.MaxRunning, &l.KeyMaxRunning,
+		&l.Rate.Starts, &per, &l.KeyRate.Starts, &keyPer)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return Limits{}, wrapf(err, "limits of %s", q.name)
 	}
+	l.Rate.Per, l.KeyRate.Per = time.Duration(per)*time.Microsecond, time.Duration(keyPer)*time.Microsecond
 	return l, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,4 +264,133 @@ func TestLimitsChangeLive(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "8 jobs running once the limit is gone", func() bool { return b.count("status = 'running'") == 8 })
 	close(release)
+}
+
+// recordStarts copies every start pgqueue logs for rate limits into pgqueue_test_starts, which
+// keeps them after the claims delete them, and returns a function that reads them back, per key
+// ("" for none), in order.
+func recordStarts(t *testing.T, b *bundle) func() map[string][]time.Time {
+	b.exec(`CREATE TABLE pgqueue_test_starts (key text, started_at timestamptz NOT NULL)`)
+	b.exec(`CREATE FUNCTION pgqueue_test_record_start() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO pgqueue_test_starts VALUES (NEW.key, NEW.started_at);
+			RETURN NEW;
+		END $$`)
+	b.exec(`CREATE TRIGGER pgqueue_test_record_start AFTER INSERT ON pgqueue_starts
+		FOR EACH ROW EXECUTE FUNCTION pgqueue_test_record_start()`)
+	return func() map[string][]time.Time {
+		rows, err := b.pool.Query(context.Background(),
+			`SELECT coalesce(key, ''), started_at FROM pgqueue_test_starts ORDER BY started_at`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts := map[string][]time.Time{}
+		var key string
+		var at time.Time
+		if _, err := pgx.ForEachRow(rows, []any{&key, &at}, func() error {
+			starts[key] = append(starts[key], at)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return starts
+	}
+}
+
+// busiestWindow returns the most starts of sorted that lie within one window (t-per, t].
+func busiestWindow(sorted []time.Time, per time.Duration) int {
+	most, from := 0, 0
+	for i, at := range sorted {
+		for !sorted[from].After(at.Add(-per)) {
+			from++
+		}
+		most = max(most, i-from+1)
+	}
+	return most
+}
+
+// A queue's Rate holds over several clients: no window of Rate.Per holds more starts than
+// Rate.Starts, by the database clock the limit is kept by; every start is logged, and the
+// queue drains at about the rate (no claim waits for the poll).
+func TestRateLimitAcrossClients(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	starts := recordStarts(t, b)
+	q := newQueue[int](t, b.client, "rated")
+	rate := Rate{Starts: 5, Per: 200 * time.Millisecond}
+	if err := q.SetLimits(ctx, Limits{Rate: rate}); err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 30
+	if _, err := q.EnqueueMany(ctx, make([]int, jobs), nil); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int32
+	began := time.Now()
+	for range 2 {
+		qc := newQueue[int](t, b.newClient(), "rated")
+		startWorker(t, must(qc.NewWorker(func(ctx context.Context, job *Job[int]) error {
+			done.Add(1)
+			return nil
+		}, &WorkerOptions{Concurrency: 10, PollInterval: time.Hour})))
+	}
+	waitFor(t, 30*time.Second, "every job done", func() bool { return done.Load() == jobs })
+	took := time.Since(began)
+	logged := starts()[""]
+	if len(logged) != jobs {
+		t.Fatalf("%d starts logged for %d jobs", len(logged), jobs)
+	}
+	if most := busiestWindow(logged, rate.Per); most > rate.Starts {
+		t.Fatalf("%d starts within %s, more than Rate.Starts %d", most, rate.Per, rate.Starts)
+	}
+	// 30 starts at 5 per 200 ms take at least 1 s; with the poll an hour away, a drain that is
+	// not woken by the window's clock would never finish.
+	t.Logf("%d jobs at %d per %s took %s", jobs, rate.Starts, rate.Per, took.Round(time.Millisecond))
+	if st, err := q.Stats(ctx); err != nil || st.Limits.Rate != rate {
+		t.Fatalf("Stats.Limits.Rate = %+v (%v), want %+v", st.Limits.Rate, err, rate)
+	}
+}
+
+// KeyRate limits each key on its own: keys start beside each other, each within its rate.
+func TestKeyRateLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	starts := recordStarts(t, b)
+	q := newQueue[int](t, b.client, "keyrated")
+	rate := Rate{Starts: 2, Per: 150 * time.Millisecond}
+	if err := q.SetLimits(ctx, Limits{KeyRate: rate}); err != nil {
+		t.Fatal(err)
+	}
+	const keys, perKey = 3, 8
+	for k := range keys {
+		if _, err := q.EnqueueMany(ctx, make([]int, perKey), &EnqueueOptions{Key: fmt.Sprintf("k%d", k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var done atomic.Int32
+	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		done.Add(1)
+		return nil
+	}, &WorkerOptions{Concurrency: 10, PollInterval: time.Hour})))
+	waitFor(t, 30*time.Second, "every job done", func() bool { return done.Load() == keys*perKey })
+	logged := starts()
+	for k := range keys {
+		key := fmt.Sprintf("k%d", k)
+		if len(logged[key]) != perKey {
+			t.Fatalf("key %s: %d starts logged, want %d", key, len(logged[key]), perKey)
+		}
+		if most := busiestWindow(logged[key], rate.Per); most > rate.Starts {
+			t.Fatalf("key %s: %d starts within %s, more than KeyRate.Starts %d", key, most, rate.Per, rate.Starts)
+		}
+	}
+	var all []time.Time
+	for _, s := range logged {
+		all = append(all, s...)
+	}
+	slices.SortFunc(all, time.Time.Compare)
+	if most := busiestWindow(all, rate.Per); most <= rate.Starts {
+		t.Errorf("at most %d starts of all keys within %s: the keys did not start beside each other", most, rate.Per)
+	}
 }

@@ -24,6 +24,8 @@ var (
 	limitsSetSQL string
 	//go:embed sql/limited_queues.sql
 	limitedQueuesSQL string
+	//go:embed sql/rate_wait.sql
+	rateWaitSQL string
 	//go:embed sql/complete.sql
 	completeSQL string
 	//go:embed sql/complete_keep.sql

@@ -67,8 +67,8 @@ func TestHostileSchemaName(t *testing.T) {
 	migrate(t, pool) // a second run finds its version table in the same schema
 	var tables int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'pgqueue%'`,
-		schema).Scan(&tables); err != nil || tables != 6 {
-		t.Fatalf("%d pgqueue tables in the schema (%v), want 6", tables, err)
+		schema).Scan(&tables); err != nil || tables != 7 {
+		t.Fatalf("%d pgqueue tables in the schema (%v), want 7", tables, err)
 	}
 
 	client, err := NewClient(pool, &Config{Logger: testLogger(t)})
@@ -156,14 +156,14 @@ func TestHostileSchemaName(t *testing.T) {
 //
 //	GRANT USAGE ON SCHEMA <schema> TO <role>;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues, <schema>.pgqueue_schedules,
-//	    <schema>.pgqueue_counts, <schema>.pgqueue_count_deltas TO <role>;
+//	    <schema>.pgqueue_counts, <schema>.pgqueue_count_deltas, <schema>.pgqueue_starts TO <role>;
 //	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel(), <schema>.pgqueue_schema_version() TO <role>;
 //
 // Postgres grants EXECUTE on a new function to PUBLIC unless default privileges revoke it, so the
 // last line is needed only where that grant has been revoked.
 const leastPrivilegeGrants = `GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
 GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues, %[1]s.pgqueue_schedules,
-    %[1]s.pgqueue_counts, %[1]s.pgqueue_count_deltas TO %[2]s;
+    %[1]s.pgqueue_counts, %[1]s.pgqueue_count_deltas, %[1]s.pgqueue_starts TO %[2]s;
 GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %[1]s.pgqueue_schema_version() TO %[2]s`
 
 // pgqueueFunctions are the functions the migrations create, as regprocedure text.
@@ -390,6 +390,28 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatalf("schedules %+v", schedules)
 	}
 	check("DeleteSchedule", client.DeleteSchedule(ctx, pq.Name(), "tick"))
+
+	// Flow control: limits set, read, applied by claims that log starts and walk keys.
+	lq := newQueue[int](t, client, "restricted-limited")
+	check("SetLimits", lq.SetLimits(ctx, Limits{MaxRunning: 2, KeyMaxRunning: 1, Rate: Rate{Starts: 100, Per: time.Second},
+		KeyRate: Rate{Starts: 100, Per: time.Second}}))
+	_, err = lq.Limits(ctx)
+	check("Limits", err)
+	_, err = lq.EnqueueMany(ctx, []int{1, 2, 3}, &EnqueueOptions{Key: "tenant"})
+	check("EnqueueMany with a key", err)
+	lev := newEvents()
+	stop = startWorker(t, must(lq.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{OnEvent: lev.on})))
+	for range 3 {
+		lev.next(t, EventCompleted)
+	}
+	stop()
+	for len(lev.ch) > 0 {
+		if ev := <-lev.ch; ev.Kind == EventError {
+			t.Fatalf("limited claims as the restricted role: %v", ev.Err)
+		}
+	}
+	_, err = lq.Stats(ctx)
+	check("Stats of a limited queue", err)
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.

@@ -33,6 +33,9 @@ type QueueStats struct {
 	// KeysAtLimit is how many keys have as many jobs running or waiting to retry as
 	// Limits.KeyMaxRunning allows; 0 without a per-key limit.
 	KeysAtLimit int `json:"keys_at_limit,omitempty"`
+	// RecentStarts is how many jobs started within the last Limits.Rate.Per; 0 without a rate
+	// limit.
+	RecentStarts int `json:"recent_starts,omitempty"`
 }
 
 // Stats returns the queue's counts per status, the wait of the jobs first in line and whether
@@ -59,9 +62,13 @@ func readStats(ctx context.Context, db querier, queue *string) ([]QueueStats, er
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (QueueStats, error) {
 		var s QueueStats
 		var oldestUs *int64
+		var perUs, keyPerUs int64
+		l := &s.Limits
 		err := r.Scan(&s.Queue, &s.Scheduled, &s.Available, &s.Running, &s.Completed, &s.Failed,
-			&s.Cancelled, &oldestUs, &s.Paused, &s.Limits.MaxRunning, &s.Limits.KeyMaxRunning, &s.KeysAtLimit)
+			&s.Cancelled, &oldestUs, &s.Paused, &l.MaxRunning, &l.KeyMaxRunning,
+			&l.Rate.Starts, &perUs, &l.KeyRate.Starts, &keyPerUs, &s.KeysAtLimit, &s.RecentStarts)
 		s.OldestWait = max(0, time.Duration(deref(oldestUs))*time.Microsecond)
+		l.Rate.Per, l.KeyRate.Per = time.Duration(perUs)*time.Microsecond, time.Duration(keyPerUs)*time.Microsecond
 		return s, err
 	})
 }

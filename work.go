@@ -156,14 +156,15 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 	return s.settle(ctx, rt.takeOutcomes())
 }
 
-// claim claims for wants, waiting while another process holds the queue's claim lock.
+// claim claims for wants, waiting while another process holds the queue's claim lock (a rate
+// limit's wait it does not wait for: no job is runnable now).
 func (s *inline) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, time.Time, error) {
 	for {
-		claimed, lockedOut, sent, err := s.rt.claim(ctx, wants)
+		claimed, again, sent, err := s.rt.claim(ctx, wants)
 		if err != nil {
 			return nil, sent, explainSchemaError(err)
 		}
-		if !lockedOut[0] {
+		if !again[0].lockedOut {
 			return claimed, sent, nil
 		}
 		if !sleepCtx(ctx, lockedOutWait) {

@@ -30,8 +30,7 @@ WHERE j.ctid = ANY (ARRAY(
                         FROM pgqueue_jobs AS a
                         WHERE a.queue = x.queue AND a.status = 'available'
                           AND NOT EXISTS (SELECT 1 FROM pgqueue_queues AS p
-                                          WHERE p.name = x.queue
-                                            AND (p.paused OR p.max_running IS NOT NULL OR p.key_max_running IS NOT NULL))
+                                          WHERE p.name = x.queue AND (p.paused OR p.limited))
                         ORDER BY -a.priority, a.id
                         LIMIT x.n
                         FOR UPDATE SKIP LOCKED) AS c))

@@ -3,30 +3,49 @@
 -- queue's limits. A limited queue whose claim lock this transaction does not hold yields nothing;
 -- a queue found to have no limits (they were just removed) is claimed as claim.sql would.
 --
--- What each queue may start (its budget): what was asked, less what max_running leaves once the
--- queue's running jobs are counted (pgqueue_jobs_running_idx).
+-- What each queue may start (its budget): what was asked, at most what max_running leaves once
+-- the queue's running jobs are counted (pgqueue_jobs_running_idx), and at most what rate_limit
+-- leaves once the queue's starts within the last rate_period are counted (pgqueue_starts_queue_idx).
+-- Time is the clock when the statement reads the queue, after the claim lock was granted, so the
+-- starts of every earlier claim of the queue are older.
 --
--- Without a per-key limit the budget is taken in the queue's order, as claim.sql does.
+-- Without a per-key limit or rate the budget is taken in the queue's order, as claim.sql does.
 --
 -- With one, the claim walks the keys that have available jobs, from the key after key_cursor
 -- round to it again (the recursive walk: one probe of pgqueue_jobs_key_idx per key), and takes of
 -- each key its first jobs in run order, as many as key_max_running leaves once the key's held
--- jobs are counted (pgqueue_jobs_key_held_idx), until the budget is spent; key_cursor moves to
+-- jobs are counted (pgqueue_jobs_key_held_idx) and key_rate_limit once the key's starts within
+-- key_rate_period are (pgqueue_starts_key_idx), until the budget is spent; key_cursor moves to
 -- the last key served. So every key with jobs waiting gets its turn within one lap: a key waits
 -- at most (keys waiting ÷ budget) claims, however many jobs another key has. The walk is read
 -- lazily: it visits the keys it takes jobs from and the full keys between them, no more. Jobs
 -- without a key are taken from the first jobs in the queue's line (as many as the budget),
 -- with what the keys left of it.
+--
+-- The starts of queues with a rate limit are logged in pgqueue_starts, and those older than the
+-- queue's longest period are deleted.
 WITH claimable AS (
-    SELECT x.queue, x.n, p.key_max_running, coalesce(p.key_cursor, '') AS cursor,
-           CASE WHEN p.max_running IS NULL AND p.key_max_running IS NULL THEN x.n
-                WHEN x.queue <> ALL (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''), '{}')::text[]) THEN 0
-                WHEN p.max_running IS NULL THEN x.n
-                ELSE greatest(0, least(x.n, p.max_running - (SELECT count(*) FROM pgqueue_jobs AS r
-                                                            WHERE r.queue = x.queue AND r.status = 'running')))
-           END AS budget
+    SELECT x.queue, t.at, p.key_max_running, p.key_rate_limit, p.key_rate_period,
+           p.rate_limit IS NOT NULL OR p.key_rate_limit IS NOT NULL AS rated,
+           greatest(p.rate_period, p.key_rate_period) AS longest_period,
+           coalesce(p.key_cursor, '') AS cursor,
+           p.key_max_running IS NOT NULL OR p.key_rate_limit IS NOT NULL AS keyed,
+           CASE WHEN NOT p.limited THEN x.n
+                WHEN NOT t.locked THEN 0
+                ELSE greatest(0, least(
+                    x.n,
+                    p.max_running - CASE WHEN p.max_running IS NOT NULL THEN
+                        (SELECT count(*) FROM pgqueue_jobs AS r WHERE r.queue = x.queue AND r.status = 'running') END,
+                    p.rate_limit - CASE WHEN p.rate_limit IS NOT NULL THEN
+                        (SELECT count(*) FROM pgqueue_starts AS s
+                         WHERE s.queue = x.queue AND s.started_at > t.at - p.rate_period) END))
+           END AS budget,
+           p.limited AND t.locked AS locked
     FROM unnest($1::text[], $2::int[]) AS x(queue, n)
     JOIN pgqueue_queues AS p ON p.name = x.queue AND NOT p.paused
+    CROSS JOIN LATERAL (SELECT clock_timestamp() AS at,
+                               x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''),
+                                                       '{}')::text[]) AS locked) AS t
     WHERE set_config('synchronous_commit', 'off', true) = 'off' -- as in claim.sql
 ), plain AS (
     SELECT c.queue, a.ctid
@@ -36,7 +55,7 @@ WITH claimable AS (
                   ORDER BY -a.priority, a.id
                   LIMIT c.budget
                   FOR UPDATE SKIP LOCKED) AS a
-    WHERE c.key_max_running IS NULL AND c.budget > 0
+    WHERE NOT c.keyed AND c.budget > 0
 ), keyed AS (
     SELECT c.queue, k.ctid, k.key, k.lap, k.step
     FROM claimable AS c,
@@ -69,9 +88,15 @@ WITH claimable AS (
              )
              SELECT w.key, w.lap, w.step, j.ctid
              FROM walk AS w,
-                  LATERAL (SELECT c.key_max_running - count(*) AS room FROM pgqueue_jobs AS h
-                           WHERE h.queue = c.queue AND h.key = w.key AND h.key IS NOT NULL
-                             AND (h.status = 'running' OR (h.status = 'scheduled' AND h.attempt > 0))) AS r,
+                  LATERAL (SELECT least(
+                               c.key_max_running - CASE WHEN c.key_max_running IS NOT NULL THEN
+                                   (SELECT count(*) FROM pgqueue_jobs AS h
+                                    WHERE h.queue = c.queue AND h.key = w.key AND h.key IS NOT NULL
+                                      AND (h.status = 'running' OR (h.status = 'scheduled' AND h.attempt > 0))) END,
+                               c.key_rate_limit - CASE WHEN c.key_rate_limit IS NOT NULL THEN
+                                   (SELECT count(*) FROM pgqueue_starts AS s
+                                    WHERE s.queue = c.queue AND s.key = w.key AND s.key IS NOT NULL
+                                      AND s.started_at > c.at - c.key_rate_period) END) AS room) AS r,
                   LATERAL (SELECT a.ctid FROM pgqueue_jobs AS a
                            WHERE a.queue = c.queue AND a.key = w.key AND a.status = 'available'
                              AND a.key IS NOT NULL
@@ -79,7 +104,7 @@ WITH claimable AS (
                            LIMIT greatest(r.room, 0)
                            FOR UPDATE SKIP LOCKED) AS j
              LIMIT c.budget) AS k
-    WHERE c.key_max_running IS NOT NULL AND c.budget > 0
+    WHERE c.keyed AND c.budget > 0
 ), unkeyed AS (
     SELECT c.queue, u.ctid
     FROM claimable AS c,
@@ -90,23 +115,36 @@ WITH claimable AS (
                         LIMIT c.budget) AS h
                   WHERE h.key IS NULL
                   LIMIT c.budget - (SELECT count(*) FROM keyed WHERE keyed.queue = c.queue)) AS u
-    WHERE c.key_max_running IS NOT NULL AND c.budget > 0
+    WHERE c.keyed AND c.budget > 0
 ), served AS (
     UPDATE pgqueue_queues AS p
     SET key_cursor = last.key
     FROM (SELECT DISTINCT ON (queue) queue, key FROM keyed ORDER BY queue, lap DESC, step DESC) AS last
     WHERE p.name = last.queue
+), claimed AS (
+    UPDATE pgqueue_jobs AS j
+    SET status       = 'running',
+        attempt      = j.attempt + 1,
+        lock_token   = gen_random_uuid(),
+        lock_until   = now() + ($3::bigint[])[array_position($1::text[], j.queue)] * interval '1 millisecond',
+        locked_by    = $4,
+        attempted_at = now()
+    WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM plain UNION ALL SELECT ctid FROM keyed
+                              UNION ALL SELECT ctid FROM unkeyed))
+    RETURNING j.queue, j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
+              j.payload, j.errors, j.unique_key, j.repeat_remaining,
+              (extract(epoch FROM j.repeat_every) * 1e6)::bigint, j.metadata, j.key,
+              EXISTS (SELECT 1 FROM pgqueue_queues AS q WHERE q.name = j.queue AND q.watched_until > now())
+                  AS watched
+), logged AS (
+    INSERT INTO pgqueue_starts (queue, key, started_at)
+    SELECT d.queue, d.key, c.at
+    FROM claimed AS d JOIN claimable AS c ON c.queue = d.queue
+    WHERE c.rated
+), forgotten AS (
+    DELETE FROM pgqueue_starts AS s
+    USING claimable AS c
+    WHERE c.locked AND c.rated AND s.queue = c.queue
+      AND s.started_at <= c.at - c.longest_period
 )
-UPDATE pgqueue_jobs AS j
-SET status       = 'running',
-    attempt      = j.attempt + 1,
-    lock_token   = gen_random_uuid(),
-    lock_until   = now() + ($3::bigint[])[array_position($1::text[], j.queue)] * interval '1 millisecond',
-    locked_by    = $4,
-    attempted_at = now()
-WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM plain UNION ALL SELECT ctid FROM keyed
-                          UNION ALL SELECT ctid FROM unkeyed))
-RETURNING j.queue, j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
-          j.payload, j.errors, j.unique_key, j.repeat_remaining,
-          (extract(epoch FROM j.repeat_every) * 1e6)::bigint, j.metadata, j.key,
-          EXISTS (SELECT 1 FROM pgqueue_queues AS q WHERE q.name = j.queue AND q.watched_until > now())
+SELECT * FROM claimed

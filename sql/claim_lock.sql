@@ -15,7 +15,7 @@ WITH locked AS (
     SELECT q.name
     FROM pgqueue_queues AS q
     WHERE q.name = ANY ($1::text[])
-      AND CASE WHEN q.max_running IS NOT NULL OR q.key_max_running IS NOT NULL
+      AND CASE WHEN q.limited
                THEN pg_try_advisory_xact_lock(hashtextextended('pgqueue claim ' || current_schema() || '.' || q.name, 0))
                ELSE false END
 )

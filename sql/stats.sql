@@ -1,7 +1,9 @@
 -- stats: per queue — queue $1, or, when $1 is NULL, every queue with jobs or settings — its counts
 -- per status, the wait in µs of the jobs first in line (NULL if none is available), the paused
--- flag, its limits (0: none) and, with a per-key limit, how many keys are at it (counted over
--- pgqueue_jobs_key_held_idx: as many rows as the queue's running and retry-waiting keyed jobs).
+-- flag, its limits (0: none; periods in µs), with a per-key limit how many keys are at it (counted
+-- over pgqueue_jobs_key_held_idx: as many rows as the queue's running and retry-waiting keyed
+-- jobs), and with a rate limit how many jobs started within its period (pgqueue_starts_queue_idx:
+-- at most as many rows as the limit).
 --
 -- The counts are pgqueue_counts plus the deltas not folded in yet (see the observability
 -- migration): a few rows per queue, whatever the number of jobs.
@@ -43,14 +45,21 @@ SELECT coalesce(j.queue, q.name),
        coalesce(j.completed, 0), coalesce(j.failed, 0), coalesce(j.cancelled, 0),
        (extract(epoch FROM now() - (SELECT min(heads.run_at) FROM heads WHERE heads.queue = j.queue)) * 1e6)::bigint,
        coalesce(q.paused, false), coalesce(q.max_running, 0), coalesce(q.key_max_running, 0),
+       coalesce(q.rate_limit, 0), coalesce((extract(epoch FROM q.rate_period) * 1e6)::bigint, 0),
+       coalesce(q.key_rate_limit, 0), coalesce((extract(epoch FROM q.key_rate_period) * 1e6)::bigint, 0),
        CASE WHEN q.key_max_running IS NOT NULL THEN
            (SELECT count(*) FROM (SELECT 1 FROM pgqueue_jobs AS h
                                   WHERE h.queue = q.name AND h.key IS NOT NULL
                                     AND (h.status = 'running' OR (h.status = 'scheduled' AND h.attempt > 0))
                                   GROUP BY h.key
                                   HAVING count(*) >= q.key_max_running) AS full_keys)
+       ELSE 0 END,
+       CASE WHEN q.rate_limit IS NOT NULL THEN
+           (SELECT count(*) FROM pgqueue_starts AS s
+            WHERE s.queue = q.name AND s.started_at > clock_timestamp() - q.rate_period)
        ELSE 0 END
 FROM j
-FULL JOIN (SELECT name, paused, max_running, key_max_running FROM pgqueue_queues
-           WHERE $1::text IS NULL OR name = $1) AS q ON q.name = j.queue
+FULL JOIN (SELECT name, paused, max_running, key_max_running, rate_limit, rate_period,
+                  key_rate_limit, key_rate_period
+           FROM pgqueue_queues WHERE $1::text IS NULL OR name = $1) AS q ON q.name = j.queue
 ORDER BY 1
