@@ -394,3 +394,32 @@ func TestKeyRateLimit(t *testing.T) {
 		t.Errorf("at most %d starts of all keys within %s: the keys did not start beside each other", most, rate.Per)
 	}
 }
+
+// A claim does not wait for a transaction that holds the queue's row (an open SetLimitsTx or
+// PauseTx): the keyed queue's jobs still start.
+func TestLimitedClaimDoesNotWaitForTheQueueRow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "rowheld")
+	if err := q.SetLimits(ctx, Limits{KeyMaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM pgqueue_queues WHERE name = 'rowheld' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int32
+	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		done.Add(1)
+		return nil
+	}, nil)))
+	if _, err := q.EnqueueMany(ctx, make([]int, 3), &EnqueueOptions{Key: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the keyed jobs to run while the queue's row is locked", func() bool { return done.Load() == 3 })
+}

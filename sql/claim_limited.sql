@@ -117,10 +117,13 @@ WITH claimable AS (
                   LIMIT c.budget - (SELECT count(*) FROM keyed WHERE keyed.queue = c.queue)) AS u
     WHERE c.keyed AND c.budget > 0
 ), served AS (
+    -- A queue row locked by an open transaction (PauseTx, SetLimitsTx) keeps its cursor this
+    -- once rather than make the claim wait for that transaction.
     UPDATE pgqueue_queues AS p
     SET key_cursor = last.key
     FROM (SELECT DISTINCT ON (queue) queue, key FROM keyed ORDER BY queue, lap DESC, step DESC) AS last
     WHERE p.name = last.queue
+      AND p.name IN (SELECT l.name FROM pgqueue_queues AS l WHERE l.name = last.queue FOR UPDATE SKIP LOCKED)
 ), claimed AS (
     UPDATE pgqueue_jobs AS j
     SET status       = 'running',
