@@ -95,13 +95,18 @@ func (s *pgqueueSystem) Table() string     { return "pgqueue_jobs" }
 func (s *pgqueueSystem) DoneState() string { return "" } // succeeded jobs are deleted
 
 func (s *pgqueueSystem) EnqueueBatch(ctx context.Context, queue string, batch []payload, delay time.Duration) error {
-	q, err := s.queueNamed(queue)
-	if err != nil {
-		return err
-	}
 	var opts *pgqueue.EnqueueOptions
 	if delay > 0 {
 		opts = &pgqueue.EnqueueOptions{Delay: delay}
+	}
+	return s.enqueueMany(ctx, queue, batch, opts)
+}
+
+// enqueueMany inserts batch into queue with opts in one EnqueueMany (COPY).
+func (s *pgqueueSystem) enqueueMany(ctx context.Context, queue string, batch []payload, opts *pgqueue.EnqueueOptions) error {
+	q, err := s.queueNamed(queue)
+	if err != nil {
+		return err
 	}
 	if _, err := q.EnqueueMany(ctx, batch, opts); err != nil {
 		return fmt.Errorf("pgqueue: enqueue many: %w", err)

@@ -296,6 +296,9 @@ func scenarios() []*scenario {
 			},
 			derived: drainScheduledRatios,
 		},
+		drainLimitedScenario(),
+		drainKeysScenario(),
+		keyFairnessScenario(),
 		{
 			name:      "limit",
 			title:     limitTitle,
@@ -387,6 +390,14 @@ func runDrain(ctx context.Context, e *env, s system, queues []queueSlots, schedu
 		}
 		first += k
 	}
+	return timeDrain(ctx, e, s, queues, n, scheduled)
+}
+
+// timeDrain measures how fast one worker serving queues works off the n runnable jobs already
+// in the table, numbered 0 to n-1, beside the given number of jobs due tomorrow, and how busy
+// the whole machine is meanwhile. It runs VACUUM ANALYZE first, as autovacuum would after the
+// bulk load.
+func timeDrain(ctx context.Context, e *env, s system, queues []queueSlots, n, scheduled int) (result, error) {
 	if err := e.vacuumAnalyze(ctx, s.Schema(), s.Table()); err != nil {
 		return nil, err
 	}
@@ -425,13 +436,18 @@ func runDrain(ctx context.Context, e *env, s system, queues []queueSlots, schedu
 // prefill enqueues n jobs numbered from first into queue, in COPY batches of prefillBatch,
 // delayed by delay.
 func prefill(ctx context.Context, s system, queue string, first, n int, delay time.Duration) error {
+	return prefillWith(first, n, func(batch []payload) error { return s.EnqueueBatch(ctx, queue, batch, delay) })
+}
+
+// prefillWith passes jobs numbered first to first+n-1 to enqueue in batches of prefillBatch.
+func prefillWith(first, n int, enqueue func(batch []payload) error) error {
 	batch := make([]payload, 0, prefillBatch)
 	for i := 0; i < n; i += prefillBatch {
 		batch = batch[:0]
 		for j := i; j < min(n, i+prefillBatch); j++ {
 			batch = append(batch, payload{I: int64(first + j)})
 		}
-		if err := s.EnqueueBatch(ctx, queue, batch, delay); err != nil {
+		if err := enqueue(batch); err != nil {
 			return fmt.Errorf("pre-insert: %w", err)
 		}
 	}
@@ -739,14 +755,7 @@ func queuesSteps() []step {
 			name: queuesLabel(n),
 			run: func(ctx context.Context, e *env, s system) (result, error) {
 				res, err := runDrain(ctx, e, s, spreadQueues(n, drainSlots), 0)
-				if err != nil {
-					return nil, err
-				}
-				named := result{}
-				for m, v := range res {
-					named[queuesMetric(n, m)] = v
-				}
-				return named, nil
+				return renamed(res, func(m string) string { return queuesMetric(n, m) }), err
 			},
 		})
 	}

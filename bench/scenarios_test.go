@@ -206,3 +206,73 @@ func TestJoinInts(t *testing.T) {
 		}
 	}
 }
+
+func TestFlowScenarios(t *testing.T) {
+	byName := map[string]*scenario{}
+	for _, s := range scenarios() {
+		byName[s.name] = s
+	}
+	for name, limited := range map[string]string{"drain-limited": "MaxRunning 10,000", "drain-keys": "KeyMaxRunning 1", "key-fairness": "KeyMaxRunning 1"} {
+		sc := byName[name]
+		if sc == nil {
+			t.Errorf("no %s scenario", name)
+			continue
+		}
+		if !sc.noRiver {
+			t.Errorf("%s measures River, which has no flow control here", name)
+		}
+		steps := sc.allSteps()
+		if len(steps) != 2 || steps[0].name != "no limits" || steps[1].name != limited {
+			t.Errorf("%s: steps %d, named %q and %q", name, len(steps), steps[0].name, steps[len(steps)-1].name)
+		}
+		if got := sc.metrics[1].name; !strings.HasPrefix(got, limited+": ") {
+			t.Errorf("%s: second metric %q, want one of %s", name, got, limited)
+		}
+	}
+	e := &env{scale: 0.01}
+	if n := e.keyedDrainJobs(); n%keyJobs != 0 || n < 1000 {
+		t.Errorf("keyed drain jobs at scale 0.01 = %d", n)
+	}
+	e.scale = 1
+	if e.keyedDrainJobs() != drainJobs || e.fairBigJobs() != fairBigJobs {
+		t.Errorf("sizes at scale 1: keyed drain %d, big key %d", e.keyedDrainJobs(), e.fairBigJobs())
+	}
+}
+
+func TestFlowRatio(t *testing.T) {
+	all := &results{contenders: []string{"pgqueue"}, values: map[string]map[string]map[string][]float64{}}
+	for _, run := range [][2]float64{{10_000, 9_000}, {12_000, 12_000}, {11_000, 9_900}} {
+		all.add("drain-limited", "pgqueue", result{flowMetric(noLimits, "jobs/s"): run[0], flowMetric(maxRunning, "jobs/s"): run[1]})
+	}
+	got := flowRatio("drain-limited", maxRunning, "target")(all)
+	want := "pgqueue: jobs/s with MaxRunning 10,000 ÷ without limits = 0.90× (medians); run by run: 0.90×, 1.00×, 0.90× (target)"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("flowRatio = %q, want %q", got, want)
+	}
+	if got := flowRatio("drain-keys", oneRunPerKey, "")(all); got != nil {
+		t.Errorf("flowRatio without results = %q", got)
+	}
+}
+
+func TestTrackerCheckFirst(t *testing.T) {
+	tr := newTracker(5)
+	for _, i := range []int64{0, 1, 3} {
+		tr.handle(payload{I: i})
+	}
+	if others, err := tr.checkFirst(2); err != nil || others != 1 {
+		t.Errorf("checkFirst(2) = %d, %v; want 1 other job", others, err)
+	}
+	if err := tr.waitStarted(context.Background(), 2, time.Second); err != nil {
+		t.Error(err)
+	}
+	if err := tr.waitStarted(context.Background(), 3, 20*time.Millisecond); err == nil {
+		t.Error("waitStarted for a job that never starts returned no error")
+	}
+	tr.handle(payload{I: 3})
+	if _, err := tr.checkFirst(2); err == nil {
+		t.Error("checkFirst passed with a job beyond the first run twice")
+	}
+	if _, err := tr.checkFirst(3); err == nil {
+		t.Error("checkFirst passed with one of the first jobs missing")
+	}
+}

@@ -1,0 +1,199 @@
+package pgqueue
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// limitedPlanJobsDefault is how many jobs each queue of TestLimitedClaimPlanCost holds unless
+// PGQUEUE_PLAN_JOBS says otherwise (1000000 for the issue's size: about a minute to fill).
+const limitedPlanJobsDefault = 100_000
+
+// Sizes of TestLimitedClaimPlanCost: the claim asks for planClaim jobs from a queue whose jobs
+// are spread over planKeys keys, of which each may run one at a time.
+const (
+	planClaim = 10
+	planKeys  = 10
+	planReps  = 5
+)
+
+func limitedPlanJobs(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("PGQUEUE_PLAN_JOBS")
+	if s == "" {
+		return limitedPlanJobsDefault
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 10*planKeys {
+		t.Fatalf("PGQUEUE_PLAN_JOBS=%q: want a number of at least %d", s, 10*planKeys)
+	}
+	return n
+}
+
+// planCost is what one EXPLAIN (ANALYZE, BUFFERS) measured of a claim: the shared buffers its
+// execution touched, its execution time in ms, and how much of that time went to JIT
+// compilation (which the server does when a statement's estimated cost exceeds
+// jit_above_cost).
+type planCost struct {
+	buffers int
+	ms, jit float64
+	plan    string
+}
+
+// explainCost runs EXPLAIN (ANALYZE, BUFFERS) of sql in tx and returns its cost. A
+// data-modifying WITH that nothing reads (claim_limited.sql's served) runs after the main
+// statement, outside the top node's counts: its buffers are added.
+func explainCost(t *testing.T, tx pgx.Tx, sql string, args ...any) planCost {
+	t.Helper()
+	var out []byte
+	if err := tx.QueryRow(t.Context(), "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	var parsed []struct {
+		Plan          planNode `json:"Plan"`
+		ExecutionTime float64  `json:"Execution Time"`
+		JIT           struct {
+			Timing struct {
+				Total float64 `json:"Total"`
+			} `json:"Timing"`
+		} `json:"JIT"`
+	}
+	if err := json.Unmarshal(out, &parsed); err != nil {
+		t.Fatal(err)
+	}
+	top := parsed[0].Plan
+	buffers := top.buffers()
+	for _, child := range top.Plans {
+		if child.ParentRelationship == "InitPlan" && child.NodeType == "ModifyTable" {
+			buffers += child.buffers()
+		}
+	}
+	return planCost{buffers: buffers, ms: parsed[0].ExecutionTime, jit: parsed[0].JIT.Timing.Total, plan: string(out)}
+}
+
+// planNode is the part of an EXPLAIN (FORMAT JSON) node that explainCost reads.
+type planNode struct {
+	NodeType           string     `json:"Node Type"`
+	ParentRelationship string     `json:"Parent Relationship"`
+	SharedHit          int        `json:"Shared Hit Blocks"`
+	SharedRead         int        `json:"Shared Read Blocks"`
+	Plans              []planNode `json:"Plans"`
+}
+
+func (n planNode) buffers() int { return n.SharedHit + n.SharedRead }
+
+// plainClaimCost is the cost of claim.sql taking limit jobs of queue, in a rolled-back
+// transaction.
+func plainClaimCost(t *testing.T, b *bundle, queue string, limit int) planCost {
+	t.Helper()
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(t.Context())
+	return explainCost(t, tx, claimSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain")
+}
+
+// limitedClaimCost is the cost of a limited queue's claim round trip, claim_lock.sql then
+// claim_limited.sql taking limit jobs of queue, in a rolled-back transaction: both statements
+// added up.
+func limitedClaimCost(t *testing.T, b *bundle, queue string, limit int) planCost {
+	t.Helper()
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(t.Context())
+	lock := explainCost(t, tx, claimLockSQL, []string{queue})
+	claim := explainCost(t, tx, claimLimitedSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain")
+	return planCost{buffers: lock.buffers + claim.buffers, ms: lock.ms + claim.ms, jit: lock.jit + claim.jit,
+		plan: lock.plan + "\n" + claim.plan}
+}
+
+// fillKeyed enqueues n jobs into q spread evenly over keys keys (key-0, key-1, …), in COPY
+// batches of at most 10,000 that take turns between the keys.
+func fillKeyed(t *testing.T, q *Queue[int], n, keys int) {
+	t.Helper()
+	const batch = 10_000
+	perKey := n / keys
+	for done := 0; done < perKey; done += batch {
+		size := min(batch, perKey-done)
+		for k := range keys {
+			opts := &EnqueueOptions{Key: fmt.Sprintf("key-%d", k)}
+			if _, err := q.EnqueueMany(t.Context(), make([]int, size), opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// fillPlain enqueues n jobs without keys into q, in COPY batches of at most 10,000.
+func fillPlain(t *testing.T, q *Queue[int], n int) {
+	t.Helper()
+	const batch = 10_000
+	for done := 0; done < n; done += batch {
+		if _, err := q.EnqueueMany(t.Context(), make([]int, min(batch, n-done)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// medianCost returns the median buffers, time and JIT time of costs, each on its own.
+func medianCost(costs []planCost) planCost {
+	bufs := make([]int, len(costs))
+	times := make([]float64, len(costs))
+	jits := make([]float64, len(costs))
+	for i, c := range costs {
+		bufs[i], times[i], jits[i] = c.buffers, c.ms, c.jit
+	}
+	slices.Sort(bufs)
+	slices.Sort(times)
+	slices.Sort(jits)
+	m := len(costs) / 2
+	return planCost{buffers: bufs[m], ms: times[m], jit: jits[m], plan: costs[m].plan}
+}
+
+// A limited claim with deep per-key backlogs costs no more than twice a plain one: a claim of 10
+// jobs from a queue whose jobs (PGQUEUE_PLAN_JOBS, 100,000 by default) are spread over 10 keys,
+// each allowed one running job, against a claim of 10 from a queue of as many jobs without
+// limits, in the same table. The shared buffers are compared (stable from run to run); the
+// execution times, noisy, are logged.
+func TestLimitedClaimPlanCost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	n := limitedPlanJobs(t)
+	plain := newQueue[int](t, b.client, "plain")
+	keyed := newQueue[int](t, b.client, "keyed")
+	fillPlain(t, plain, n)
+	fillKeyed(t, keyed, n, planKeys)
+	if err := keyed.SetLimits(t.Context(), Limits{KeyMaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b.exec("VACUUM ANALYZE pgqueue_jobs")
+
+	// Once each to warm the caches, then alternately.
+	plainClaimCost(t, b, "plain", planClaim)
+	limitedClaimCost(t, b, "keyed", planClaim)
+	var plainCosts, limitedCosts []planCost
+	for range planReps {
+		plainCosts = append(plainCosts, plainClaimCost(t, b, "plain", planClaim))
+		limitedCosts = append(limitedCosts, limitedClaimCost(t, b, "keyed", planClaim))
+	}
+	p, l := medianCost(plainCosts), medianCost(limitedCosts)
+	t.Logf("claim of %d, %d jobs per queue: plain %d buffers, %.3f ms (JIT %.3f ms); limited (%d keys, KeyMaxRunning 1, lock and claim) %d buffers, %.3f ms (JIT %.3f ms)",
+		planClaim, n, p.buffers, p.ms, p.jit, planKeys, l.buffers, l.ms, l.jit)
+	t.Logf("limited ÷ plain: buffers %.2f×, execution time %.2f×, execution time less JIT %.2f× (medians of %d)",
+		float64(l.buffers)/float64(p.buffers), l.ms/p.ms, (l.ms-l.jit)/(p.ms-p.jit), planReps)
+	if testing.Verbose() {
+		t.Logf("plain claim's plan:\n%s\nlimited claim's plans:\n%s", p.plan, l.plan)
+	}
+	if l.buffers > 2*p.buffers {
+		t.Errorf("the limited claim touched %d buffers, more than twice the plain claim's %d\n%s", l.buffers, p.buffers, l.plan)
+	}
+}
