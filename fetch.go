@@ -212,8 +212,8 @@ func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs, 
 		}
 		all = got
 	}
-	var setting string
-	if err := br.QueryRow().Scan(&setting, &res.locked); err != nil {
+	var setting, jit string
+	if err := br.QueryRow().Scan(&setting, &res.locked, &jit); err != nil {
 		return nil, err
 	}
 	rows, _ := br.Query()

@@ -12,8 +12,8 @@
 -- Without a per-key limit or rate the budget is taken in the queue's order, as claim.sql does.
 --
 -- With one, the claim walks the keys that have available jobs, from the key after key_cursor
--- round to it again (the recursive walk: one probe of pgqueue_jobs_key_idx per key), and takes of
--- each key its first jobs in run order, as many as key_max_running leaves once the key's held
+-- round to it again (the recursive walk: one probe of pgqueue_jobs_key_idx per key, which lands
+-- on the key's first job in run order), and takes of each key its first jobs, as many as key_max_running leaves once the key's held
 -- jobs are counted (pgqueue_jobs_key_held_idx) and key_rate_limit once the key's starts within
 -- key_rate_period are (pgqueue_starts_key_idx), until the budget is spent; key_cursor moves to
 -- the last key served. So every key with jobs waiting gets its turn within one lap: a key waits
@@ -60,29 +60,29 @@ WITH claimable AS (
     SELECT c.queue, k.ctid, k.key, k.lap, k.step
     FROM claimable AS c,
          LATERAL (
-             WITH RECURSIVE walk (key, lap, step) AS (
-                 (SELECT s.key, s.lap, 1
-                  FROM ((SELECT a.key, 0 AS lap FROM pgqueue_jobs AS a
+             WITH RECURSIVE walk (key, lap, step, head, p, id) AS (
+                 (SELECT s.key, s.lap, 1, s.ctid, s.p, s.id
+                  FROM ((SELECT a.key, 0 AS lap, a.ctid, -a.priority AS p, a.id FROM pgqueue_jobs AS a
                          WHERE a.queue = c.queue AND a.status = 'available' AND a.key IS NOT NULL
                            AND a.key > c.cursor
-                         ORDER BY a.key LIMIT 1)
+                         ORDER BY a.key, -a.priority, a.id LIMIT 1)
                         UNION ALL
-                        (SELECT a.key, 1 FROM pgqueue_jobs AS a
+                        (SELECT a.key, 1, a.ctid, -a.priority, a.id FROM pgqueue_jobs AS a
                          WHERE a.queue = c.queue AND a.status = 'available' AND a.key IS NOT NULL
-                         ORDER BY a.key LIMIT 1)
+                         ORDER BY a.key, -a.priority, a.id LIMIT 1)
                         LIMIT 1) AS s)
                  UNION ALL
-                 (SELECT n.key, n.lap, w.step + 1
+                 (SELECT n.key, n.lap, w.step + 1, n.ctid, n.p, n.id
                   FROM walk AS w,
-                       LATERAL ((SELECT a.key, w.lap AS lap FROM pgqueue_jobs AS a
+                       LATERAL ((SELECT a.key, w.lap AS lap, a.ctid, -a.priority AS p, a.id FROM pgqueue_jobs AS a
                                  WHERE a.queue = c.queue AND a.status = 'available' AND a.key IS NOT NULL
                                    AND a.key > w.key
-                                 ORDER BY a.key LIMIT 1)
+                                 ORDER BY a.key, -a.priority, a.id LIMIT 1)
                                 UNION ALL
-                                (SELECT a.key, 1 FROM pgqueue_jobs AS a
+                                (SELECT a.key, 1, a.ctid, -a.priority, a.id FROM pgqueue_jobs AS a
                                  WHERE w.lap = 0 AND a.queue = c.queue AND a.status = 'available'
                                    AND a.key IS NOT NULL
-                                 ORDER BY a.key LIMIT 1)
+                                 ORDER BY a.key, -a.priority, a.id LIMIT 1)
                                 LIMIT 1) AS n
                   WHERE n.lap = 0 OR n.key <= c.cursor)
              )
@@ -97,12 +97,19 @@ WITH claimable AS (
                                    (SELECT count(*) FROM pgqueue_starts AS s
                                     WHERE s.queue = c.queue AND s.key = w.key AND s.key IS NOT NULL
                                       AND s.started_at > c.at - c.key_rate_period) END) AS room) AS r,
-                  LATERAL (SELECT a.ctid FROM pgqueue_jobs AS a
-                           WHERE a.queue = c.queue AND a.key = w.key AND a.status = 'available'
-                             AND a.key IS NOT NULL
-                           ORDER BY -a.priority, a.id
-                           LIMIT greatest(r.room, 0)
-                           FOR UPDATE SKIP LOCKED) AS j
+                  -- The key's head, found by the walk itself, then (with room for more) the jobs
+                  -- after it in the key's order.
+                  LATERAL (SELECT h.ctid FROM (SELECT a.ctid FROM pgqueue_jobs AS a
+                                               WHERE a.ctid = w.head AND r.room >= 1 AND a.status = 'available'
+                                               FOR UPDATE SKIP LOCKED) AS h
+                           UNION ALL
+                           SELECT m.ctid FROM (SELECT a.ctid FROM pgqueue_jobs AS a
+                                               WHERE r.room > 1 AND a.queue = c.queue AND a.key = w.key
+                                                 AND a.status = 'available' AND a.key IS NOT NULL
+                                                 AND (-a.priority, a.id) > (w.p, w.id)
+                                               ORDER BY -a.priority, a.id
+                                               LIMIT r.room - 1
+                                               FOR UPDATE SKIP LOCKED) AS m) AS j
              LIMIT c.budget) AS k
     WHERE c.keyed AND c.budget > 0
 ), unkeyed AS (

@@ -11,6 +11,10 @@
 -- It is taken by a statement of its own, before the claim's: a statement sees the rows committed
 -- before it started, and only a claim that starts after the lock is granted sees every earlier
 -- claim of the queue.
+--
+-- It also turns JIT compilation off for the rest of the transaction: the planner's estimate of
+-- claim_limited.sql's walk over keys (paid only when it runs, and lazily) can pass
+-- jit_above_cost, and compiling the statement then cost ~40 ms on every claim.
 WITH locked AS (
     SELECT q.name
     FROM pgqueue_queues AS q
@@ -20,4 +24,5 @@ WITH locked AS (
                ELSE false END
 )
 SELECT set_config('pgqueue.claim_locked', coalesce((SELECT array_agg(name) FROM locked)::text, '{}'), true),
-       coalesce((SELECT array_agg(name) FROM locked), '{}')
+       coalesce((SELECT array_agg(name) FROM locked), '{}'),
+       set_config('jit', 'off', true)
