@@ -31,6 +31,8 @@ func helperMain() int {
 		return chaosMain()
 	case "periodic":
 		return periodicMain()
+	case "keyworker":
+		return keyHelperMain()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 2
