@@ -777,3 +777,83 @@ func keyHelperMain() int {
 	}
 	return 0
 }
+
+// A job that snoozes on its first attempt has run and waits to run again: like a retry, it
+// holds its key (limits.go), so with KeyMaxRunning 1 the next job of the key does not start
+// before it has run again. (A snooze does not use an attempt, so the snoozed job is back at
+// attempt 0, as a delayed job that never ran is.) The test waits a while for the next job not to
+// start: it cannot fail by being slow, only by the job starting.
+func TestKeySnoozeOnFirstAttemptHoldsKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "snoozefirst")
+	if err := q.SetLimits(ctx, Limits{KeyMaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	first := must(q.Enqueue(ctx, 1, &EnqueueOptions{Key: "k"}))
+	if _, err := q.Enqueue(ctx, 2, &EnqueueOptions{Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan int, 2)
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		started <- job.Payload
+		if job.Payload == 1 {
+			return Snooze(time.Hour)
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 2, PollInterval: 50 * time.Millisecond}))
+	startWorker(t, w)
+	if p := receive(t, started, 10*time.Second, "the first job"); p != 1 {
+		t.Fatalf("job %d started first", p)
+	}
+	waitFor(t, 10*time.Second, "the snooze", func() bool {
+		return b.count("id = $1 AND status = 'scheduled'", [16]byte(first.ID)) == 1
+	})
+	select {
+	case p := <-started:
+		t.Fatalf("job %d of the key started while the first one, snoozed, waits to run again", p)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// Jobs without a key are not limited by KeyMaxRunning (limits.go): one starts in a free slot
+// even when the jobs ahead of it in the queue's line belong to a key that is full.
+func TestKeyUnkeyedJobNotHeldBackByFullKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "unkeyed")
+	if err := q.SetLimits(ctx, Limits{KeyMaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan int, 3)
+	release := make(chan struct{})
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		started <- job.Payload
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 2, PollInterval: 50 * time.Millisecond}))
+	startWorker(t, w)
+	defer close(release)
+	if _, err := q.Enqueue(ctx, 1, &EnqueueOptions{Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := receive(t, started, 10*time.Second, "the first job"); p != 1 {
+		t.Fatalf("job %d started first", p)
+	}
+	// Job 2 waits for its key; job 3, behind it in line, has no key and a slot is free.
+	b.inTx(true, func(tx pgx.Tx) error {
+		if _, err := q.EnqueueTx(ctx, tx, 2, &EnqueueOptions{Key: "k"}); err != nil {
+			return err
+		}
+		_, err := q.EnqueueTx(ctx, tx, 3, nil)
+		return err
+	})
+	if p := receive(t, started, 10*time.Second, "the job without a key"); p != 3 {
+		t.Fatalf("job %d started while the first job of its key runs", p)
+	}
+}
