@@ -33,6 +33,8 @@ func helperMain() int {
 		return periodicMain()
 	case "limits":
 		return limitsChaosMain()
+	case "keyworker":
+		return keyHelperMain()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 2
