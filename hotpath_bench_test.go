@@ -50,6 +50,23 @@ func BenchmarkClaimStatement100(b *testing.B) {
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
 }
 
+// BenchmarkClaimLimitedStatement100 is BenchmarkClaimStatement100 for a queue with a
+// MaxRunning it never reaches: the claim round trip of a limited queue (claim_lock.sql,
+// claim_limited.sql, rate_wait.sql).
+func BenchmarkClaimLimitedStatement100(b *testing.B) {
+	rt := benchRuntime(b, b.N*100)
+	q := rt.queues[0]
+	if err := setLimits(b.Context(), rt.c.pool, q.name, Limits{MaxRunning: 1_000_000}); err != nil {
+		b.Fatal(err)
+	}
+	q.limited.Store(true)
+	b.ResetTimer()
+	for range b.N {
+		rt.benchClaim(b)
+	}
+	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+}
+
 func BenchmarkHeartbeatStatement100(b *testing.B) {
 	rt := benchRuntime(b, 100)
 	rt.benchClaim(b)

@@ -25,7 +25,9 @@ type Limits struct {
 	// back-off, a snooze) holds its place meanwhile, so 1 starts a key's jobs one after another
 	// in their order (priority, then enqueue order): strict FIFO per key. A job that ends —
 	// completed, failed for good, cancelled, deleted — frees its place. Claims take turns between
-	// the keys that have jobs waiting. Jobs without a key are not limited by it. 0: no limit.
+	// the keys that have jobs waiting. Jobs without a key are not limited by it, but start only
+	// from the front of the queue's line: keyed jobs ahead of them that cannot start hold them
+	// back (give every job of such a queue a key). 0: no limit.
 	KeyMaxRunning int `json:"key_max_running,omitempty"`
 
 	// Rate is how many of the queue's jobs may start within any window of time of length
@@ -34,7 +36,8 @@ type Limits struct {
 	Rate Rate `json:"rate,omitzero"`
 
 	// KeyRate is Rate for the jobs of one key (EnqueueOptions.Key). Claims take turns between
-	// the keys that have jobs waiting. Jobs without a key are not limited by it.
+	// the keys that have jobs waiting. Jobs without a key are not limited by it, and start from
+	// the front of the queue's line, as with KeyMaxRunning.
 	KeyRate Rate `json:"key_rate,omitzero"`
 }
 

@@ -187,7 +187,7 @@ func newLimitsSampler() *limitsSampler {
 const limitsSampleSQL = `SELECT queue, coalesce(key, ''), grouping(key) = 1,
 	count(*) FILTER (WHERE status = 'running'), count(*)
 	FROM pgqueue_jobs
-	WHERE status = 'running' OR (status = 'scheduled' AND attempt > 0)
+	WHERE status = 'running' OR (status = 'scheduled' AND attempted_at IS NOT NULL)
 	GROUP BY GROUPING SETS ((queue), (queue, key))`
 
 // run samples every interval until ctx ends, carrying on through failed samples.

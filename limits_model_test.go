@@ -210,13 +210,13 @@ func (m *keyModel) enqueue(rt *seqT) {
 	}
 }
 
+// enqueueOne enqueues one job on a random key. Every job has a key: a job without one starts
+// only when it reaches the front of the queue's line (limits.go), and how deep into the line a
+// claim looks depends on how many slots are free at that moment, which the model cannot know;
+// TestKeyUnkeyedJobsStartFromTheFront checks that case on its own.
 func (m *keyModel) enqueueOne(rt *seqT, tx pgx.Tx) {
-	key := ""
-	if drawInt(rt, "keyed", 0, 5) > 0 {
-		key = draw(rt, "key", m.keys...)
-	}
 	opts := &EnqueueOptions{
-		Key:         key,
+		Key:         draw(rt, "key", m.keys...),
 		Priority:    draw(rt, "priority", 0, 0, 0, -1, 5),
 		Delay:       draw(rt, "delay", 0, 0, 0, 0, time.Hour),
 		MaxAttempts: drawInt(rt, "maxAttempts", 1, 3),
@@ -817,9 +817,10 @@ func TestKeySnoozeOnFirstAttemptHoldsKey(t *testing.T) {
 	}
 }
 
-// Jobs without a key are not limited by KeyMaxRunning (limits.go): one starts in a free slot
-// even when the jobs ahead of it in the queue's line belong to a key that is full.
-func TestKeyUnkeyedJobNotHeldBackByFullKey(t *testing.T) {
+// Jobs without a key are not limited by KeyMaxRunning, but start from the front of the queue's
+// line (limits.go): one waits behind a job of a full key ahead of it, and starts beside that job
+// once the key is free.
+func TestKeyUnkeyedJobsStartFromTheFront(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
@@ -838,14 +839,14 @@ func TestKeyUnkeyedJobNotHeldBackByFullKey(t *testing.T) {
 		return nil
 	}, &WorkerOptions{Concurrency: 2, PollInterval: 50 * time.Millisecond}))
 	startWorker(t, w)
-	defer close(release)
 	if _, err := q.Enqueue(ctx, 1, &EnqueueOptions{Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	if p := receive(t, started, 10*time.Second, "the first job"); p != 1 {
 		t.Fatalf("job %d started first", p)
 	}
-	// Job 2 waits for its key; job 3, behind it in line, has no key and a slot is free.
+	// Job 2 waits for its key; job 3, behind it in line, has no key: it waits too, though a slot
+	// is free.
 	b.inTx(true, func(tx pgx.Tx) error {
 		if _, err := q.EnqueueTx(ctx, tx, 2, &EnqueueOptions{Key: "k"}); err != nil {
 			return err
@@ -853,7 +854,16 @@ func TestKeyUnkeyedJobNotHeldBackByFullKey(t *testing.T) {
 		_, err := q.EnqueueTx(ctx, tx, 3, nil)
 		return err
 	})
-	if p := receive(t, started, 10*time.Second, "the job without a key"); p != 3 {
-		t.Fatalf("job %d started while the first job of its key runs", p)
+	select {
+	case p := <-started:
+		t.Fatalf("job %d started while the first job of key k runs", p)
+	case <-time.After(300 * time.Millisecond):
 	}
+	release <- struct{}{} // job 1 ends: jobs 2 and 3 start, one each in the two free slots
+	got := map[int]bool{receive(t, started, 10*time.Second, "a job after the first"): true,
+		receive(t, started, 10*time.Second, "another job after the first"): true}
+	if !got[2] || !got[3] {
+		t.Fatalf("started %v after the first job ended, want 2 and 3", got)
+	}
+	close(release)
 }

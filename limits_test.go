@@ -423,3 +423,47 @@ func TestLimitedClaimDoesNotWaitForTheQueueRow(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the keyed jobs to run while the queue's row is locked", func() bool { return done.Load() == 3 })
 }
+
+// A queue whose MaxRunning held a key's job back starts it as soon as the limit is lifted,
+// while another key is full: the claim passes over the full key (once failed with a negative
+// LIMIT for it) and the change of limits wakes the worker.
+func TestLiftedLimitStartsTheWaitingKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "lifted")
+	if err := q.SetLimits(ctx, Limits{MaxRunning: 1, KeyMaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan int, 10)
+	release := make(chan struct{})
+	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		started <- job.Payload
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 3, PollInterval: time.Hour})))
+	defer close(release)
+	if _, err := q.Enqueue(ctx, 1, &EnqueueOptions{Key: "k1"}); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, started, 10*time.Second, "the first job")
+	for i, o := range []EnqueueOptions{{Key: "k1", Priority: -1}, {Key: "k2", Priority: 5}, {Key: "k1", Priority: 5}} {
+		if _, err := q.Enqueue(ctx, i+2, &o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case p := <-started:
+		t.Fatalf("job %d started beyond MaxRunning 1", p)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := q.SetLimits(ctx, Limits{KeyMaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if p := receive(t, started, 10*time.Second, "key k2's job once MaxRunning is lifted"); p != 3 {
+		t.Fatalf("job %d started, want 3 (key k1 is full)", p)
+	}
+}

@@ -367,8 +367,11 @@ func (q *queueRun) onMessage(m message) {
 		q.wantPromote.Store(true)
 		signal(rt.wakeMaint)
 	case msgLimits:
+		// Whether it has limits decides how it is claimed; new limits may leave room.
 		q.wantLimits.Store(true)
+		q.wantClaim.Store(true)
 		signal(rt.wakeMaint)
+		signal(rt.wakeFetch)
 	case msgCancelled:
 		rt.cancelAttempts(q, m.ids)
 	case msgListening, msgResync:

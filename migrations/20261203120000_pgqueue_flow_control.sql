@@ -50,7 +50,7 @@ ALTER TABLE pgqueue_jobs ADD COLUMN key text;
 CREATE INDEX pgqueue_jobs_key_idx ON pgqueue_jobs (queue, key, (-priority), id)
     WHERE status = 'available' AND key IS NOT NULL;
 CREATE INDEX pgqueue_jobs_key_held_idx ON pgqueue_jobs (queue, key)
-    WHERE key IS NOT NULL AND (status = 'running' OR (status = 'scheduled' AND attempt > 0));
+    WHERE key IS NOT NULL AND (status = 'running' OR (status = 'scheduled' AND attempted_at IS NOT NULL));
 
 CREATE OR REPLACE FUNCTION pgqueue_schema_version() RETURNS bigint
     LANGUAGE sql STABLE PARALLEL SAFE AS 'SELECT 20261203120000::bigint';

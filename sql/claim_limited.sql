@@ -92,7 +92,7 @@ WITH claimable AS (
                                c.key_max_running - CASE WHEN c.key_max_running IS NOT NULL THEN
                                    (SELECT count(*) FROM pgqueue_jobs AS h
                                     WHERE h.queue = c.queue AND h.key = w.key AND h.key IS NOT NULL
-                                      AND (h.status = 'running' OR (h.status = 'scheduled' AND h.attempt > 0))) END,
+                                      AND (h.status = 'running' OR (h.status = 'scheduled' AND h.attempted_at IS NOT NULL))) END,
                                c.key_rate_limit - CASE WHEN c.key_rate_limit IS NOT NULL THEN
                                    (SELECT count(*) FROM pgqueue_starts AS s
                                     WHERE s.queue = c.queue AND s.key = w.key AND s.key IS NOT NULL
@@ -108,7 +108,7 @@ WITH claimable AS (
                                                  AND a.status = 'available' AND a.key IS NOT NULL
                                                  AND (-a.priority, a.id) > (w.p, w.id)
                                                ORDER BY -a.priority, a.id
-                                               LIMIT r.room - 1
+                                               LIMIT greatest(r.room - 1, 0)
                                                FOR UPDATE SKIP LOCKED) AS m) AS j
              LIMIT c.budget) AS k
     WHERE c.keyed AND c.budget > 0
@@ -119,7 +119,8 @@ WITH claimable AS (
                   FROM (SELECT a.ctid, a.key FROM pgqueue_jobs AS a
                         WHERE a.queue = c.queue AND a.status = 'available'
                         ORDER BY -a.priority, a.id
-                        LIMIT c.budget) AS h
+                        LIMIT c.budget
+                        FOR UPDATE SKIP LOCKED) AS h
                   WHERE h.key IS NULL
                   LIMIT c.budget - (SELECT count(*) FROM keyed WHERE keyed.queue = c.queue)) AS u
     WHERE c.keyed AND c.budget > 0

@@ -50,7 +50,7 @@ SELECT coalesce(j.queue, q.name),
        CASE WHEN q.key_max_running IS NOT NULL THEN
            (SELECT count(*) FROM (SELECT 1 FROM pgqueue_jobs AS h
                                   WHERE h.queue = q.name AND h.key IS NOT NULL
-                                    AND (h.status = 'running' OR (h.status = 'scheduled' AND h.attempt > 0))
+                                    AND (h.status = 'running' OR (h.status = 'scheduled' AND h.attempted_at IS NOT NULL))
                                   GROUP BY h.key
                                   HAVING count(*) >= q.key_max_running) AS full_keys)
        ELSE 0 END,
