@@ -115,9 +115,11 @@ type claimArgs struct {
 	queues []string
 	limits []int32
 	leases []int64
+	rated  bool // a queue has a rate limit
 }
 
 func (a *claimArgs) add(w claimWant) {
+	a.rated = a.rated || w.q.rated.Load()
 	a.queues = append(a.queues, w.q.name)
 	a.limits = append(a.limits, int32(w.limit))
 	a.leases = append(a.leases, w.q.opts.LockDuration.Milliseconds())
@@ -191,7 +193,8 @@ type limitedResult struct {
 
 // claimLimited sends the claim round trip of wants that include limited queues: claim.sql for
 // the plain ones (first, so that the claim locks are held for as short a time as can be), then
-// claim_lock.sql, claim_limited.sql and rate_wait.sql, in one implicit transaction. It returns
+// claim_lock.sql, claim_limited.sql and, for rate limits, rate_wait.sql, in one implicit
+// transaction. It returns
 // the rows claimed, and fills in res.
 func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs, res *limitedResult) ([]*jobRow, error) {
 	b := &pgx.Batch{}
@@ -200,7 +203,9 @@ func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs, 
 	}
 	b.Queue(claimLockSQL, limited.queues)
 	b.Queue(claimLimitedSQL, limited.queues, limited.limits, limited.leases, rt.c.cfg.ID)
-	b.Queue(rateWaitSQL, limited.queues)
+	if limited.rated {
+		b.Queue(rateWaitSQL, limited.queues)
+	}
 	br := rt.c.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var all []*jobRow
@@ -212,8 +217,8 @@ func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs, 
 		}
 		all = got
 	}
-	var setting, jit string
-	if err := br.QueryRow().Scan(&setting, &res.locked, &jit); err != nil {
+	var setting, jit, planMode string
+	if err := br.QueryRow().Scan(&setting, &res.locked, &jit, &planMode); err != nil {
 		return nil, err
 	}
 	rows, _ := br.Query()
@@ -221,14 +226,16 @@ func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs, 
 	if err != nil {
 		return nil, err
 	}
-	var queue string
-	var ms int64
-	rows, _ = br.Query()
-	if _, err := pgx.ForEachRow(rows, []any{&queue, &ms}, func() error {
-		res.waits[queue] = time.Duration(ms) * time.Millisecond
-		return nil
-	}); err != nil {
-		return nil, err
+	if limited.rated {
+		var queue string
+		var ms int64
+		rows, _ = br.Query()
+		if _, err := pgx.ForEachRow(rows, []any{&queue, &ms}, func() error {
+			res.waits[queue] = time.Duration(ms) * time.Millisecond
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 	return append(all, got...), br.Close()
 }

@@ -51,8 +51,9 @@ func BenchmarkClaimStatement100(b *testing.B) {
 }
 
 // BenchmarkClaimLimitedStatement100 is BenchmarkClaimStatement100 for a queue with a
-// MaxRunning it never reaches: the claim round trip of a limited queue (claim_lock.sql,
-// claim_limited.sql, rate_wait.sql).
+// MaxRunning it never reaches: the claim round trip of a limited queue (claim_lock.sql and
+// claim_limited.sql). The claimed jobs are deleted between claims, untimed, so that the running
+// jobs the claim counts stay as few as in a drain of 100 slots.
 func BenchmarkClaimLimitedStatement100(b *testing.B) {
 	rt := benchRuntime(b, b.N*100)
 	q := rt.queues[0]
@@ -63,6 +64,11 @@ func BenchmarkClaimLimitedStatement100(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		rt.benchClaim(b)
+		b.StopTimer()
+		if _, err := rt.c.pool.Exec(b.Context(), "DELETE FROM pgqueue_jobs WHERE status = 'running'"); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
 }

@@ -21,7 +21,7 @@ type upkeep struct {
 type upkeepResult struct {
 	rescued, promoted int
 	nextDue           *time.Duration // until the next scheduled job is due; nil: none
-	limited           bool           // the queue has limits (read if upkeep.limits)
+	limited, rated    bool           // the queue has limits, rate limits (read if upkeep.limits)
 }
 
 // maintainLoop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
@@ -160,6 +160,9 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 				signal(rt.wakeMaint)
 			}
 		}
+		if u.limits {
+			u.q.rated.Store(r.rated)
+		}
 		if u.limits && u.q.limited.Swap(r.limited) != r.limited {
 			// Claims for it go the other way now (fetch.go), and may find what the last did not.
 			u.q.wantClaim.Store(true)
@@ -274,9 +277,10 @@ func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote, limits bool,
 	}
 	if limits {
 		var queue string
+		var rated bool
 		rows, _ := br.Query()
-		_, err := pgx.ForEachRow(rows, []any{&queue}, func() error {
-			found[queue].limited = true
+		_, err := pgx.ForEachRow(rows, []any{&queue, &rated}, func() error {
+			found[queue].limited, found[queue].rated = true, rated
 			return nil
 		})
 		if err != nil {

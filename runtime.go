@@ -58,6 +58,7 @@ type queueRun struct {
 	rescueAt    atomic.Int64 // unix ns after which to look for expired leases; 0: at the poll
 	wantLimits  atomic.Bool  // its limits may have changed: read whether it has any
 	limited     atomic.Bool  // it has limits: claims for it go through claim_limited.sql
+	rated       atomic.Bool  // it has a rate limit: rate_wait.sql follows its claims
 
 	// Guarded by rt.mu.
 	busy int // handlers running, counted against Concurrency

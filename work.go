@@ -135,6 +135,7 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 		return nil, explainSchemaError(err)
 	}
 	q.limited.Store(found[0].limited)
+	q.rated.Store(found[0].rated)
 	wants := []claimWant{{q: q, limit: 1}}
 	claimed, sent, err := s.claim(ctx, wants)
 	if err != nil {
