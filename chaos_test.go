@@ -150,18 +150,13 @@ type chaosSettings struct {
 // running, when the test ends.
 func startChaos(t *testing.T, b *bundle, out *chaosOutput, s chaosSettings) *chaosProc {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	flag := func(v bool) string {
 		if v {
 			return "1"
 		}
 		return "0"
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=chaos", "PGQUEUE_TEST_DSN="+testDSN,
+	return startHelperProc(t, out, "chaos", helperEnv+"=chaos", "PGQUEUE_TEST_DSN="+testDSN,
 		"PGQUEUE_TEST_SCHEMA="+b.schema,
 		"PGQUEUE_CHAOS_CONCURRENCY="+strconv.Itoa(s.concurrency),
 		"PGQUEUE_CHAOS_LOCK="+s.lock.String(),
@@ -169,6 +164,19 @@ func startChaos(t *testing.T, b *bundle, out *chaosOutput, s chaosSettings) *cha
 		"PGQUEUE_CHAOS_WORK="+s.work.String(),
 		"PGQUEUE_CHAOS_KEEP="+flag(s.keep),
 		"PGQUEUE_CHAOS_HOLD="+flag(s.hold))
+}
+
+// startHelperProc starts the test binary as a helper process with env added to the test's
+// environment; its output lines go to out, and its id is name-<pid>. It is killed, if still
+// running, when the test ends.
+func startHelperProc(t *testing.T, out *chaosOutput, name string, env ...string) *chaosProc {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout = w
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -177,7 +185,7 @@ func startChaos(t *testing.T, b *bundle, out *chaosOutput, s chaosSettings) *cha
 		t.Fatal(err)
 	}
 	w.Close()
-	p := &chaosProc{cmd: cmd, pid: cmd.Process.Pid, id: fmt.Sprintf("chaos-%d", cmd.Process.Pid),
+	p := &chaosProc{cmd: cmd, pid: cmd.Process.Pid, id: fmt.Sprintf("%s-%d", name, cmd.Process.Pid),
 		read: make(chan struct{})}
 	go func() {
 		defer close(p.read)

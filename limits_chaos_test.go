@@ -1,13 +1,11 @@
 package pgqueue
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	ossignal "os/signal"
 	"slices"
 	"strings"
@@ -127,35 +125,7 @@ func limitsChaosHandler(pool *pgxpool.Pool) Handler[int] {
 // output lines go to out. It is killed, if still running, when the test ends.
 func startLimitsWorker(t *testing.T, pg *pgInstance, out *chaosOutput) *chaosProc {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=limits", "PGQUEUE_TEST_DSN="+pg.dsn())
-	cmd.Stdout = w
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		r.Close()
-		t.Fatal(err)
-	}
-	w.Close()
-	p := &chaosProc{cmd: cmd, pid: cmd.Process.Pid, id: fmt.Sprintf("limits-%d", cmd.Process.Pid),
-		read: make(chan struct{})}
-	go func() {
-		defer close(p.read)
-		defer r.Close()
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			out.add(p.pid, sc.Text())
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = p.wait()
-	})
-	return p
+	return startHelperProc(t, out, "limits", helperEnv+"=limits", "PGQUEUE_TEST_DSN="+pg.dsn())
 }
 
 // limitsSampler samples, many times a second, how many jobs run per queue and per key, and

@@ -103,11 +103,6 @@ func TestKeyModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log("replay a failed sequence with PGQUEUE_MODEL_SEED=<seed> go test -count=1 -run 'TestKeyModel$' -v .")
-		}
-	})
 	var starts, kills int
 	runSequences(t, func(rt *seqT) {
 		m := newKeyModel(rt, b, client)

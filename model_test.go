@@ -683,8 +683,8 @@ func runSequences(t *testing.T, sequence func(*seqT)) {
 	}
 	for _, seed := range seeds {
 		if s := runSequence(seed, sequence); s != nil {
-			t.Fatalf("sequence of seed %d failed: %s\nits steps (the last one failed):\n  %s\nreplay it with PGQUEUE_MODEL_SEED=%d go test -count=1 -run 'TestModel$' -v .",
-				seed, s.failure, strings.Join(s.steps, "\n  "), seed)
+			t.Fatalf("sequence of seed %d failed: %s\nits steps (the last one failed):\n  %s\nreplay it with PGQUEUE_MODEL_SEED=%d go test -count=1 -run '%s$' -v .",
+				seed, s.failure, strings.Join(s.steps, "\n  "), seed, t.Name())
 		}
 	}
 }
