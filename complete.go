@@ -217,7 +217,7 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 func freedQueues(batch []outcome) []string {
 	var names []string
 	for _, o := range batch {
-		if q := o.a.q; q.limited.Load() && !slices.Contains(names, q.name) {
+		if q := o.a.q; claimWay(q.way.Load()) != claimPlain && !slices.Contains(names, q.name) {
 			names = append(names, q.name)
 		}
 	}

@@ -109,6 +109,17 @@ func (rt *runtime) wantedClaims() []claimWant {
 	return wants
 }
 
+// claimWay is how a queue's jobs are claimed, by the limits it has (limits.go). The maintenance
+// loop reads it from the queue's row (limited_queues.sql); whichever way a stale reading picks,
+// the statements apply the limits the row holds when they run.
+type claimWay uint32
+
+const (
+	claimPlain   claimWay = iota // no limits: claim.sql
+	claimCapped                  // MaxRunning only: claim_lock.sql, then claim.sql
+	claimLimited                 // per-key limits or rates: claim_lock.sql, then claim_limited.sql
+)
+
 // claimArgs are the parameters of one claim statement: queues, how many of each, their leases
 // in ms.
 type claimArgs struct {
@@ -125,22 +136,33 @@ func (a *claimArgs) add(w claimWant) {
 	a.leases = append(a.leases, w.q.opts.LockDuration.Milliseconds())
 }
 
+// claimRound is one claim round trip's statements: claim.sql for plain, claim_limited.sql for
+// limited, after claim_lock.sql for the queues of locks (the capped ones among plain, and
+// limited).
+type claimRound struct {
+	plain, limited claimArgs
+	locks          []string
+}
+
 // claim leases jobs for every queue of wants in one round trip, and returns the rows claimed for
 // each want, when to claim again for each if it came back short, and when the round trip was
-// sent. Queues
-// without limits are claimed by one statement (claim.sql); queues with limits, in the same
-// transaction, by claim_lock.sql, claim_limited.sql and rate_wait.sql. It does not let ctx
-// interrupt the round trip: claimed rows whose result never arrived would stay locked until
-// their lease ran out.
+// sent. Without limits that is one statement, claim.sql; with them, in the same transaction,
+// claim_lock.sql first (see claimWay). It does not let ctx interrupt the round trip: claimed rows
+// whose result never arrived would stay locked until their lease ran out.
 func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*jobRow, again []claimAgain, sent time.Time, err error) {
-	var plain, limited claimArgs
+	var round claimRound
 	index := make(map[string]int, len(wants))
 	var timeout time.Duration
 	for i, w := range wants {
-		if w.q.limited.Load() {
-			limited.add(w)
-		} else {
-			plain.add(w)
+		switch claimWay(w.q.way.Load()) {
+		case claimPlain:
+			round.plain.add(w)
+		case claimCapped:
+			round.plain.add(w)
+			round.locks = append(round.locks, w.q.name)
+		case claimLimited:
+			round.limited.add(w)
+			round.locks = append(round.locks, w.q.name)
 		}
 		index[w.q.name] = i
 		timeout = max(timeout, w.q.opts.LockDuration)
@@ -150,11 +172,11 @@ func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*j
 	sent = time.Now()
 	var all []*jobRow
 	lim := limitedResult{waits: map[string]time.Duration{}}
-	if len(limited.queues) == 0 {
-		rows, _ := rt.c.pool.Query(qctx, claimSQL, plain.queues, plain.limits, plain.leases, rt.c.cfg.ID)
+	if len(round.locks) == 0 {
+		rows, _ := rt.c.pool.Query(qctx, claimSQL, round.plain.queues, round.plain.limits, round.plain.leases, rt.c.cfg.ID)
 		all, err = pgx.CollectRows(rows, scanJobRow)
 	} else {
-		all, err = rt.claimLimited(qctx, &plain, &limited, &lim)
+		all, err = rt.claimLocked(qctx, &round, &lim)
 	}
 	if err != nil {
 		return nil, nil, sent, fmt.Errorf("pgqueue: claim: %w", err)
@@ -165,7 +187,7 @@ func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*j
 		claimed[i] = append(claimed[i], r)
 	}
 	again = make([]claimAgain, len(wants))
-	for _, name := range limited.queues {
+	for _, name := range round.locks {
 		a := &again[index[name]]
 		a.after = lim.waits[name]
 		if a.lockedOut = !slices.Contains(lim.locked, name); a.lockedOut {
@@ -183,7 +205,7 @@ type claimAgain struct {
 	lockedOut bool
 }
 
-// limitedResult is what claimLimited learns besides the jobs: the limited queues whose claim
+// limitedResult is what claimLocked learns besides the jobs: the limited queues whose claim
 // lock the round trip took, and how long queues held back by a rate limit wait for a start to
 // free.
 type limitedResult struct {
@@ -191,45 +213,44 @@ type limitedResult struct {
 	waits  map[string]time.Duration
 }
 
-// claimLimited sends the claim round trip of wants that include limited queues: claim.sql for
-// the plain ones (first, so that the claim locks are held for as short a time as can be), then
-// claim_lock.sql, claim_limited.sql and, for rate limits, rate_wait.sql, in one implicit
-// transaction. It returns
-// the rows claimed, and fills in res.
-func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs, res *limitedResult) ([]*jobRow, error) {
+// claimLocked sends the claim round trip of a round with limited queues, in one implicit
+// transaction: claim_lock.sql, then claim.sql and claim_limited.sql for the queues that have
+// any, and rate_wait.sql if a queue has a rate. It returns the rows claimed, and fills in res.
+func (rt *runtime) claimLocked(ctx context.Context, round *claimRound, res *limitedResult) ([]*jobRow, error) {
+	plain, limited := &round.plain, &round.limited
 	b := &pgx.Batch{}
+	b.Queue(claimLockSQL, round.locks)
 	if len(plain.queues) > 0 {
 		b.Queue(claimSQL, plain.queues, plain.limits, plain.leases, rt.c.cfg.ID)
 	}
-	b.Queue(claimLockSQL, limited.queues)
-	b.Queue(claimLimitedSQL, limited.queues, limited.limits, limited.leases, rt.c.cfg.ID)
+	if len(limited.queues) > 0 {
+		b.Queue(claimLimitedSQL, limited.queues, limited.limits, limited.leases, rt.c.cfg.ID)
+	}
 	if limited.rated {
 		b.Queue(rateWaitSQL, limited.queues)
 	}
 	br := rt.c.pool.SendBatch(ctx, b)
 	defer br.Close()
+	var setting, jit, planMode string
+	if err := br.QueryRow().Scan(&setting, &res.locked, &jit, &planMode); err != nil {
+		return nil, err
+	}
 	var all []*jobRow
-	if len(plain.queues) > 0 {
+	for _, args := range []*claimArgs{plain, limited} {
+		if len(args.queues) == 0 {
+			continue
+		}
 		rows, _ := br.Query()
 		got, err := pgx.CollectRows(rows, scanJobRow)
 		if err != nil {
 			return nil, err
 		}
-		all = got
-	}
-	var setting, jit, planMode string
-	if err := br.QueryRow().Scan(&setting, &res.locked, &jit, &planMode); err != nil {
-		return nil, err
-	}
-	rows, _ := br.Query()
-	got, err := pgx.CollectRows(rows, scanJobRow)
-	if err != nil {
-		return nil, err
+		all = append(all, got...)
 	}
 	if limited.rated {
 		var queue string
 		var ms int64
-		rows, _ = br.Query()
+		rows, _ := br.Query()
 		if _, err := pgx.ForEachRow(rows, []any{&queue, &ms}, func() error {
 			res.waits[queue] = time.Duration(ms) * time.Millisecond
 			return nil
@@ -237,7 +258,7 @@ func (rt *runtime) claimLimited(ctx context.Context, plain, limited *claimArgs, 
 			return nil, err
 		}
 	}
-	return append(all, got...), br.Close()
+	return all, br.Close()
 }
 
 // lockedOutWait is how long a limited queue whose claim lock another process held waits before

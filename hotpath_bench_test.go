@@ -51,8 +51,8 @@ func BenchmarkClaimStatement100(b *testing.B) {
 }
 
 // BenchmarkClaimLimitedStatement100 is BenchmarkClaimStatement100 for a queue with a
-// MaxRunning it never reaches: the claim round trip of a limited queue (claim_lock.sql and
-// claim_limited.sql). The claimed jobs are deleted between claims, untimed, so that the running
+// MaxRunning it never reaches: the claim round trip of such a queue (claim_lock.sql, then
+// claim.sql). The claimed jobs are deleted between claims, untimed, so that the running
 // jobs the claim counts stay as few as in a drain of 100 slots.
 func BenchmarkClaimLimitedStatement100(b *testing.B) {
 	rt := benchRuntime(b, b.N*100)
@@ -60,7 +60,7 @@ func BenchmarkClaimLimitedStatement100(b *testing.B) {
 	if err := setLimits(b.Context(), rt.c.pool, q.name, Limits{MaxRunning: 1_000_000}); err != nil {
 		b.Fatal(err)
 	}
-	q.limited.Store(true)
+	q.way.Store(uint32(claimCapped))
 	b.ResetTimer()
 	for range b.N {
 		rt.benchClaim(b)

@@ -21,7 +21,8 @@ type upkeep struct {
 type upkeepResult struct {
 	rescued, promoted int
 	nextDue           *time.Duration // until the next scheduled job is due; nil: none
-	limited, rated    bool           // the queue has limits, rate limits (read if upkeep.limits)
+	way               claimWay       // how the queue's limits have it claimed (read if upkeep.limits)
+	rated             bool           // it has a rate limit (read if upkeep.limits)
 }
 
 // maintainLoop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
@@ -163,7 +164,7 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 		if u.limits {
 			u.q.rated.Store(r.rated)
 		}
-		if u.limits && u.q.limited.Swap(r.limited) != r.limited {
+		if u.limits && claimWay(u.q.way.Swap(uint32(r.way))) != r.way {
 			// Claims for it go the other way now (fetch.go), and may find what the last did not.
 			u.q.wantClaim.Store(true)
 			claim = true
@@ -277,10 +278,13 @@ func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote, limits bool,
 	}
 	if limits {
 		var queue string
-		var rated bool
+		var walked, rated bool
 		rows, _ := br.Query()
-		_, err := pgx.ForEachRow(rows, []any{&queue, &rated}, func() error {
-			found[queue].limited, found[queue].rated = true, rated
+		_, err := pgx.ForEachRow(rows, []any{&queue, &walked, &rated}, func() error {
+			found[queue].way, found[queue].rated = claimCapped, rated
+			if walked {
+				found[queue].way = claimLimited
+			}
 			return nil
 		})
 		if err != nil {

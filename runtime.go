@@ -53,12 +53,12 @@ type queueRun struct {
 	sub    *subscription
 	keep   bool // retention keeps completed jobs
 
-	wantClaim   atomic.Bool  // it may have available jobs: claim when a slot is free
-	wantPromote atomic.Bool  // it may have due scheduled jobs, or a new next due time
-	rescueAt    atomic.Int64 // unix ns after which to look for expired leases; 0: at the poll
-	wantLimits  atomic.Bool  // its limits may have changed: read whether it has any
-	limited     atomic.Bool  // it has limits: claims for it go through claim_limited.sql
-	rated       atomic.Bool  // it has a rate limit: rate_wait.sql follows its claims
+	wantClaim   atomic.Bool   // it may have available jobs: claim when a slot is free
+	wantPromote atomic.Bool   // it may have due scheduled jobs, or a new next due time
+	rescueAt    atomic.Int64  // unix ns after which to look for expired leases; 0: at the poll
+	wantLimits  atomic.Bool   // its limits may have changed: read whether it has any
+	way         atomic.Uint32 // a claimWay: how its limits have it claimed
+	rated       atomic.Bool   // it has a rate limit: rate_wait.sql follows its claims
 
 	// Guarded by rt.mu.
 	busy int // handlers running, counted against Concurrency

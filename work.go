@@ -134,7 +134,7 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 	if err != nil {
 		return nil, explainSchemaError(err)
 	}
-	q.limited.Store(found[0].limited)
+	q.way.Store(uint32(found[0].way))
 	q.rated.Store(found[0].rated)
 	wants := []claimWant{{q: q, limit: 1}}
 	claimed, sent, err := s.claim(ctx, wants)

@@ -9,7 +9,9 @@
 -- rate_limit per rate_period: at most this many of the queue's jobs start in any window of that
 --   length (a sliding window over the starts logged in pgqueue_starts).
 -- key_rate_limit per key_rate_period: the same for the jobs of one key.
--- limited: whether any limit is set; claims of such a queue go through claim_limited.sql.
+-- limited: whether any limit is set; claims of such a queue take its claim lock first.
+-- claim_limited: whether a per-key limit or a rate is set; claims of such a queue go through
+--   claim_limited.sql (a queue with only max_running is claimed by claim.sql).
 -- key_cursor: where the round-robin between keys stands: the key the latest claim served last.
 --
 -- Nothing in use is counted ahead: running and held jobs are counted from the job rows when a
@@ -33,6 +35,8 @@ ALTER TABLE pgqueue_queues
     ADD COLUMN limited         boolean NOT NULL GENERATED ALWAYS AS (
         max_running IS NOT NULL OR key_max_running IS NOT NULL
         OR rate_limit IS NOT NULL OR key_rate_limit IS NOT NULL) STORED,
+    ADD COLUMN claim_limited   boolean NOT NULL GENERATED ALWAYS AS (
+        key_max_running IS NOT NULL OR rate_limit IS NOT NULL OR key_rate_limit IS NOT NULL) STORED,
     ADD COLUMN key_cursor      text,
     ADD CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
     ADD CHECK ((key_rate_limit IS NULL) = (key_rate_period IS NULL));
@@ -65,6 +69,7 @@ DROP INDEX pgqueue_jobs_key_idx;
 ALTER TABLE pgqueue_jobs DROP COLUMN key;
 ALTER TABLE pgqueue_queues
     DROP COLUMN key_cursor,
+    DROP COLUMN claim_limited,
     DROP COLUMN limited,
     DROP COLUMN key_rate_period,
     DROP COLUMN key_rate_limit,

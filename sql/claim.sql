@@ -2,8 +2,12 @@
 -- $2[i] jobs, highest priority first, then oldest id, for $3[i] ms, to worker $4. Each claimed
 -- job gets a fresh lock token and one more attempt. A paused queue yields nothing. Each row also
 -- names its queue and says whether the queue is being watched, so that the worker announces the
--- jobs' starts and outcomes. A queue with limits yields nothing here: claim_limited.sql claims
--- for it.
+-- jobs' starts and outcomes.
+-- A queue with only a MaxRunning is claimed here too, after claim_lock.sql in the same
+-- transaction: if this transaction holds its claim lock, at most what max_running leaves once
+-- its running jobs are counted (pgqueue_jobs_running_idx), and otherwise nothing (so a claim
+-- that has not heard of a new limit cannot pass it). A queue with per-key limits or rates yields
+-- nothing here: claim_limited.sql claims for it (and counts the running jobs in the same way).
 -- Each queue's jobs are picked by a range scan of its own part of pgqueue_jobs_claim_idx
 -- (queue, (-priority), id) WHERE status = 'available' (a LATERAL sub-select per queue) and locked
 -- there, skipping rows others hold; the update then reaches them by their physical address
@@ -26,13 +30,20 @@ WHERE j.ctid = ANY (ARRAY(
           SELECT c.ctid
           FROM (SELECT * FROM unnest($1::text[], $2::int[]) AS u(queue, n)
                 WHERE set_config('synchronous_commit', 'off', true) = 'off') AS x,
+               LATERAL (SELECT coalesce((SELECT CASE
+                            WHEN p.paused OR p.claim_limited THEN 0
+                            WHEN NOT p.limited THEN x.n
+                            WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''),
+                                                         '{}')::text[])
+                            THEN greatest(0, least(x.n, p.max_running - (SELECT count(*) FROM pgqueue_jobs AS r
+                                                                         WHERE r.queue = x.queue AND r.status = 'running')))
+                            ELSE 0 END
+                          FROM pgqueue_queues AS p WHERE p.name = x.queue), x.n) AS n) AS b,
                LATERAL (SELECT a.ctid
                         FROM pgqueue_jobs AS a
                         WHERE a.queue = x.queue AND a.status = 'available'
-                          AND NOT EXISTS (SELECT 1 FROM pgqueue_queues AS p
-                                          WHERE p.name = x.queue AND (p.paused OR p.limited))
                         ORDER BY -a.priority, a.id
-                        LIMIT x.n
+                        LIMIT b.n
                         FOR UPDATE SKIP LOCKED) AS c))
 RETURNING j.queue, j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
           j.payload, j.errors, j.unique_key, j.repeat_remaining,
