@@ -19,6 +19,7 @@ type claimWant struct {
 // wants a claim (a wake-up, a full batch last time, a promotion, a rescue or the poll) has free
 // slots, then claims for every such queue in one round trip.
 func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
+	defer rt.stopClaimTimers()
 	failures := 0
 	for ctx.Err() == nil {
 		if rt.fewSlotsFree() {
@@ -57,7 +58,7 @@ func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 				w.q.wantClaim.Store(true)
 			}
 			if again[i].after > 0 && len(rows) < w.limit {
-				rt.claimAfter(ctx, w.q, again[i].after)
+				rt.claimAfter(w.q, again[i].after)
 			}
 			w.q.empty = len(rows) < w.limit
 			if len(rows) > 0 {
@@ -265,13 +266,26 @@ func (rt *runtime) claimLocked(ctx context.Context, round *claimRound, res *limi
 // its next claim: about one claim's round trip, after which that claim has committed.
 const lockedOutWait = 2 * time.Millisecond
 
-// claimAfter makes the claim loop look at q again after d.
-func (rt *runtime) claimAfter(ctx context.Context, q *queueRun, d time.Duration) {
-	t := time.AfterFunc(d, func() {
-		q.wantClaim.Store(true)
-		signal(rt.wakeFetch)
-	})
-	context.AfterFunc(ctx, func() { t.Stop() })
+// claimAfter makes the claim loop look at q again after d, replacing the time set before. One
+// timer per queue, stopped when the claim loop ends (stopClaimTimers).
+func (rt *runtime) claimAfter(q *queueRun, d time.Duration) {
+	if q.again == nil {
+		q.again = time.AfterFunc(d, func() {
+			q.wantClaim.Store(true)
+			signal(rt.wakeFetch)
+		})
+		return
+	}
+	q.again.Reset(d)
+}
+
+// stopClaimTimers stops the timers claimAfter set.
+func (rt *runtime) stopClaimTimers() {
+	for _, q := range rt.queues {
+		if q.again != nil {
+			q.again.Stop()
+		}
+	}
 }
 
 // claimFailed reports a failed claim and waits before the next one: a back-off, cut short when

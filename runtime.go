@@ -65,8 +65,9 @@ type queueRun struct {
 	held int // attempts claimed and not yet settled or abandoned
 
 	// The fetch loop's own.
-	empty        bool // the last claim found fewer jobs than it asked for
-	drainPending bool // EventDrained is owed once the queue is empty and idle
+	empty        bool        // the last claim found fewer jobs than it asked for
+	again        *time.Timer // claims again after a lock held elsewhere or a rate's wait
+	drainPending bool        // EventDrained is owed once the queue is empty and idle
 
 	// The maintenance loop's own.
 	nextPoll time.Time
