@@ -1,7 +1,8 @@
--- claim_limited: claim.sql for queues with limits, sent after claim_lock.sql in the same
--- transaction: of each queue $1[i], up to $2[i] jobs for $3[i] ms, to worker $4, within the
--- queue's limits. A limited queue whose claim lock this transaction does not hold yields nothing;
--- a queue found to have no limits (they were just removed) is claimed as claim.sql would.
+-- claim_limited: claim.sql for queues with per-key limits or rates (pgqueue_queues.claim_limited),
+-- sent after claim_lock.sql in the same transaction: of each queue $1[i], up to $2[i] jobs for
+-- $3[i] ms, to worker $4, within the queue's limits. A limited queue whose claim lock this
+-- transaction does not hold yields nothing; a queue found to have fewer limits (they were just
+-- changed) is claimed as claim.sql would. The running-jobs count is claim.sql's.
 --
 -- What each queue may start (its budget): what was asked, at most what max_running leaves once
 -- the queue's running jobs are counted (pgqueue_jobs_running_idx), and at most what rate_limit
@@ -13,14 +14,14 @@
 --
 -- With one, the claim walks the keys that have available jobs, from the key after key_cursor
 -- round to it again (the recursive walk: one probe of pgqueue_jobs_key_idx per key, which lands
--- on the key's first job in run order), and takes of each key its first jobs, as many as key_max_running leaves once the key's held
--- jobs are counted (pgqueue_jobs_key_held_idx) and key_rate_limit once the key's starts within
--- key_rate_period are (pgqueue_starts_key_idx), until the budget is spent; key_cursor moves to
--- the last key served. So every key with jobs waiting gets its turn within one lap: a key waits
--- at most (keys waiting ÷ budget) claims, however many jobs another key has. The walk is read
--- lazily: it visits the keys it takes jobs from and the full keys between them, no more. Jobs
--- without a key are taken from the first jobs in the queue's line (as many as the budget),
--- with what the keys left of it.
+-- on the key's first job in run order), and takes of each key its first jobs, as many as
+-- key_max_running leaves once the key's held jobs are counted (pgqueue_jobs_key_held_idx) and
+-- key_rate_limit once the key's starts within key_rate_period are (pgqueue_starts_key_idx), until
+-- the budget is spent; key_cursor moves to the last key served. So every key with jobs waiting
+-- gets its turn within one lap: a key waits at most (keys waiting ÷ budget) claims, however many
+-- jobs another key has. The walk is read lazily: it visits the keys it takes jobs from and the
+-- full keys between them, no more. Jobs without a key are taken from the first jobs in the
+-- queue's line (as many as the budget), with what the keys left of it.
 --
 -- The starts of queues with a rate limit are logged in pgqueue_starts, and those older than the
 -- queue's longest period are deleted.
