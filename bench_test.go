@@ -109,6 +109,56 @@ func benchmarkDrain(b *testing.B, scheduled, queues int) {
 	}
 }
 
+// BenchmarkDrain100kThreeClients drains 10⁵ jobs of one queue with three clients of 34 slots
+// each, as three processes would: without limits, and with a MaxRunning of 10,000 that is never
+// reached, so that their claims of the queue take turns under its claim lock (README, "Flow
+// control"). Compare the two sub-benchmarks' jobs/s.
+func BenchmarkDrain100kThreeClients(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		limits Limits
+	}{{"none", Limits{}}, {"MaxRunning", Limits{MaxRunning: 10_000}}} {
+		b.Run(c.name, func(b *testing.B) { benchmarkDrainClients(b, 3, c.limits) })
+	}
+}
+
+func benchmarkDrainClients(b *testing.B, clients int, limits Limits) {
+	const jobs, slots = 100_000, 100
+	for b.Loop() {
+		b.StopTimer()
+		bb := setup(b)
+		q := newQueue[int](b, bb.client, "drain")
+		if err := q.SetLimits(b.Context(), limits); err != nil {
+			b.Fatal(err)
+		}
+		fillDrain(b, q, 0, jobs)
+		bb.exec("VACUUM ANALYZE pgqueue_jobs")
+		drained := make(chan struct{})
+		var done atomic.Int64
+		opts := &WorkerOptions{Concurrency: slots/clients + 1, OnEvent: func(ev Event) {
+			if ev.Kind == EventCompleted && done.Add(1) == jobs {
+				close(drained)
+			}
+		}}
+		var stops []func()
+		b.StartTimer()
+		start := time.Now()
+		for range clients {
+			c := bb.newClient()
+			qc := newQueue[int](b, c, "drain")
+			stops = append(stops, runWorkers(b, c, must(qc.NewWorker(func(context.Context, *Job[int]) error { return nil }, opts))))
+		}
+		<-drained
+		elapsed := time.Since(start)
+		b.StopTimer()
+		for _, stop := range stops {
+			stop()
+		}
+		b.ReportMetric(jobs/elapsed.Seconds(), "jobs/s")
+		b.StartTimer()
+	}
+}
+
 // fillDrain enqueues scheduled jobs due tomorrow, then available ones, in batches of 10,000.
 func fillDrain(b *testing.B, q *Queue[int], scheduled, available int) {
 	for _, part := range []struct {
