@@ -141,6 +141,12 @@ func TestStatsJSON(t *testing.T) {
 		`"running":0,"completed":0,"failed":0,"cancelled":0,"paused":false}],"live_rows":21,"dead_rows":4,`+
 		`"last_vacuum":"2026-12-01T09:30:00Z"}`)
 	roundTrip(t, Stats{Queues: []QueueStats{}}, `{"queues":[],"live_rows":0,"dead_rows":0}`)
+	// Limits, with rates' periods as duration strings, and what is in use of them.
+	roundTrip(t, QueueStats{Queue: "l", Running: 2, KeysAtLimit: 1, RecentStarts: 7,
+		Limits: Limits{MaxRunning: 5, KeyMaxRunning: 1, Rate: Rate{Starts: 10, Per: time.Second}}},
+		`{"queue":"l","scheduled":0,"available":0,"running":2,"completed":0,"failed":0,"cancelled":0,`+
+			`"paused":false,"limits":{"max_running":5,"key_max_running":1,"rate":{"starts":10,"per":"1s"}},`+
+			`"keys_at_limit":1,"recent_starts":7}`)
 }
 
 // What the calls return for stored jobs marshals as an API would return it: the payload as
