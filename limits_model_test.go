@@ -95,14 +95,7 @@ const keySettleTimeout = 30 * time.Second
 func TestKeyModel(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	client, err := NewClient(b.pool, &Config{
-		Logger:    slog.New(slog.DiscardHandler),
-		Retention: Retention{Completed: KeepForever},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
+	client := newModelClient(t, b)
 	var starts, kills int
 	runSequences(t, func(rt *seqT) {
 		m := newKeyModel(rt, b, client)

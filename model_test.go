@@ -107,12 +107,10 @@ const modelStepsAverage = 24
 // entry's call on the queue beside its effect on the model, all sharing one queue and model;
 // splitting it would part the two.
 //
-// TestModel runs random sequences of operations (PGQUEUE_MODEL_SEQUENCES of them, by default
-// modelSequencesDefault), each on a queue of its own, and after every step compares the queue
-// with the model (see the top of this file).
-func TestModel(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+// newModelClient returns the model tests' client on b's pool: quiet, and keeping completed jobs
+// so that the listings show them.
+func newModelClient(t *testing.T, b *bundle) *Client {
+	t.Helper()
 	client, err := NewClient(b.pool, &Config{
 		Logger:    slog.New(slog.DiscardHandler),
 		Retention: Retention{Completed: KeepForever},
@@ -121,6 +119,16 @@ func TestModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+// TestModel runs random sequences of operations (PGQUEUE_MODEL_SEQUENCES of them, by default
+// modelSequencesDefault), each on a queue of its own, and after every step compares the queue
+// with the model (see the top of this file).
+func TestModel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	client := newModelClient(t, b)
 
 	var checks, steps atomic.Int64
 	runSequences(t, func(rt *seqT) {
