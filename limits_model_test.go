@@ -23,8 +23,8 @@ import (
 )
 
 // The key model test checks the per-key FIFO of KeyMaxRunning 1 (limits.go) over random
-// sequences of steps, drawn by model_test.go's seqT: enqueues of jobs on a few keys (now and
-// then none), some with a priority or a delay of an hour; ends of running jobs (completed, failed
+// sequences of steps, drawn by model_test.go's seqT: enqueues of jobs on a few keys, some with a
+// priority or a delay of an hour; ends of running jobs (completed, failed
 // for good, failed and retried after a back-off short enough to fall due during the sequence,
 // snoozed for no time or for an hour, cancelled, deleted); cancels, deletes and retries of
 // waiting jobs; changes of the queue's MaxRunning; restarts of the test's worker, which hand
@@ -34,16 +34,16 @@ import (
 // One worker of the test process (Concurrency 1 to 3) works the queue throughout; its handler
 // hands each job to the test and waits to be told how to end. After each step the test waits
 // until the queue has come to rest where the model says it must (retries fallen due, leases
-// taken back, a job started for every key that may start one and for every job without a key,
-// as far as the free slots and MaxRunning allow), checking each start as it comes, then compares
+// taken back, a job started for every key that may start one, as far as the free slots and
+// MaxRunning allow), checking each start as it comes, then compares
 // every job's status and attempt with the model's.
 //
 // The model, per key: the waiting jobs, in run order (priority, then id), and whether the key is
 // held: by a running job, or by one that has run and waits to run again (a retry's back-off, a
 // snooze, whatever its attempt). A job of a key may start only when the key is not held and it
-// comes first in the key's run order; a delayed job that never ran holds nothing. Jobs without a
-// key are not limited by KeyMaxRunning, only by MaxRunning. In the database, no key has more
-// than one job running or waiting to retry whenever the test looks.
+// comes first in the key's run order; a delayed job that never ran holds nothing. (Every job has
+// a key: see enqueueOne.) In the database, no key has more than one job running or waiting to
+// retry whenever the test looks.
 //
 // Which keys get the free slots when there are fewer slots than keys is the claims' round robin,
 // which the model does not follow: it accepts any key that may start. So a replayed seed (see
