@@ -23,7 +23,7 @@ const (
 	planReps  = 5
 )
 
-func limitedPlanJobs(t *testing.T) int {
+func limitedPlanJobs(t testing.TB) int {
 	t.Helper()
 	s := os.Getenv("PGQUEUE_PLAN_JOBS")
 	if s == "" {
@@ -122,7 +122,7 @@ func limitedClaimCost(t *testing.T, b *bundle, queue string, limit int) planCost
 
 // fillKeyed enqueues n jobs into q spread evenly over keys keys (key-0, key-1, …), in COPY
 // batches of at most 10,000 that take turns between the keys.
-func fillKeyed(t *testing.T, q *Queue[int], n, keys int) {
+func fillKeyed(t testing.TB, q *Queue[int], n, keys int) {
 	t.Helper()
 	const batch = 10_000
 	perKey := n / keys
@@ -138,7 +138,7 @@ func fillKeyed(t *testing.T, q *Queue[int], n, keys int) {
 }
 
 // fillPlain enqueues n jobs without keys into q, in COPY batches of at most 10,000.
-func fillPlain(t *testing.T, q *Queue[int], n int) {
+func fillPlain(t testing.TB, q *Queue[int], n int) {
 	t.Helper()
 	const batch = 10_000
 	for done := 0; done < n; done += batch {
@@ -200,4 +200,50 @@ func TestLimitedClaimPlanCost(t *testing.T) {
 	if l.buffers > 2*p.buffers {
 		t.Errorf("the limited claim touched %d buffers, more than twice the plain claim's %d\n%s", l.buffers, p.buffers, l.plan)
 	}
+}
+
+// BenchmarkClaimDeepBacklog times what TestLimitedClaimPlanCost measures with EXPLAIN, without
+// EXPLAIN's own instrumentation: a claim of planClaim jobs from a queue of PGQUEUE_PLAN_JOBS
+// jobs (10⁵ by default), plain, and spread over planKeys keys with KeyMaxRunning 1 (claim_lock
+// and claim_limited in one round trip, as the runtime sends them). Each claim is rolled back,
+// so every one sees the same backlog; both pay the same begin and rollback.
+func BenchmarkClaimDeepBacklog(b *testing.B) {
+	bb := setup(b)
+	n := limitedPlanJobs(b)
+	plain := newQueue[int](b, bb.client, "plain")
+	keyed := newQueue[int](b, bb.client, "keyed")
+	fillPlain(b, plain, n)
+	fillKeyed(b, keyed, n, planKeys)
+	if err := keyed.SetLimits(b.Context(), Limits{KeyMaxRunning: 1}); err != nil {
+		b.Fatal(err)
+	}
+	bb.exec("VACUUM ANALYZE pgqueue_jobs")
+	claim := func(b *testing.B, batch func(*pgx.Batch)) {
+		for b.Loop() {
+			tx, err := bb.pool.Begin(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			pb := &pgx.Batch{}
+			batch(pb)
+			if err := tx.SendBatch(b.Context(), pb).Close(); err != nil {
+				b.Fatal(err)
+			}
+			if err := tx.Rollback(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	args := func(queue string) []any {
+		return []any{[]string{queue}, []int32{planClaim}, []int64{30000}, "bench"}
+	}
+	b.Run("plain", func(b *testing.B) {
+		claim(b, func(pb *pgx.Batch) { pb.Queue(claimSQL, args("plain")...) })
+	})
+	b.Run("keyed", func(b *testing.B) {
+		claim(b, func(pb *pgx.Batch) {
+			pb.Queue(claimLockSQL, []string{"keyed"})
+			pb.Queue(claimLimitedSQL, args("keyed")...)
+		})
+	})
 }
