@@ -65,13 +65,7 @@ const (
 func limitsChaosMain() int {
 	ctx, stop := ossignal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := helperPool(ctx, 16, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

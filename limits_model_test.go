@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -729,14 +728,7 @@ func keyHelperMain() int {
 		fmt.Fprintln(os.Stderr, "PGQUEUE_TEST_CONCURRENCY:", err)
 		return 2
 	}
-	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = os.Getenv("PGQUEUE_TEST_SCHEMA")
-	cfg.ConnConfig.RuntimeParams["application_name"] = os.Getenv("PGQUEUE_TEST_NAME")
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := helperPool(ctx, 0, "PGQUEUE_TEST_NAME")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // processGrace is the Grace of processPeriodics: an occurrence found later than this is missed.
@@ -32,15 +30,7 @@ func processPeriodics() []Periodic[tick] {
 func periodicMain() int {
 	ctx, stop := ossignal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.MaxConns = 4
-	cfg.ConnConfig.RuntimeParams["search_path"] = os.Getenv("PGQUEUE_TEST_SCHEMA")
-	cfg.ConnConfig.RuntimeParams["application_name"] = os.Getenv("PGQUEUE_TEST_APP")
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := helperPool(ctx, 4, "PGQUEUE_TEST_APP")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

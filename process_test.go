@@ -46,13 +46,7 @@ func helperMain() int {
 func helperWorker() int {
 	ctx, stop := ossignal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = os.Getenv("PGQUEUE_TEST_SCHEMA")
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := helperPool(ctx, 0, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -78,6 +72,26 @@ func helperWorker() int {
 		return 1
 	}
 	return 0
+}
+
+// helperPool opens a helper process's pool on PGQUEUE_TEST_DSN: its connections use the schema
+// PGQUEUE_TEST_SCHEMA (if set) and the application_name in the variable appEnv (if given and
+// set); at most maxConns of them (0: pgxpool's default).
+func helperPool(ctx context.Context, maxConns int32, appEnv string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
+	if err != nil {
+		return nil, err
+	}
+	if schema := os.Getenv("PGQUEUE_TEST_SCHEMA"); schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	}
+	if name := os.Getenv(appEnv); appEnv != "" && name != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = name
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 // startHelper starts a worker process on the bundle's schema and queue.
@@ -199,13 +213,7 @@ func readChaosSettings() (chaosSettings, error) {
 // with a connection for every handler and some for the worker's own statements, a client of
 // it named after the process, and its queue "chaos".
 func openChaosQueue(ctx context.Context, set chaosSettings) (*pgxpool.Pool, *Client, *Queue[chaosJob], error) {
-	cfg, err := pgxpool.ParseConfig(os.Getenv("PGQUEUE_TEST_DSN"))
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = os.Getenv("PGQUEUE_TEST_SCHEMA")
-	cfg.MaxConns = int32(set.concurrency + 4)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := helperPool(ctx, int32(set.concurrency+4), "")
 	if err != nil {
 		return nil, nil, nil, err
 	}
