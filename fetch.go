@@ -172,7 +172,7 @@ func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*j
 	defer cancel()
 	sent = time.Now()
 	var all []*jobRow
-	lim := limitedResult{waits: map[string]time.Duration{}}
+	var lim limitedResult
 	if len(round.locks) == 0 {
 		rows, _ := rt.c.pool.Query(qctx, claimSQL, round.plain.queues, round.plain.limits, round.plain.leases, rt.c.cfg.ID)
 		all, err = pgx.CollectRows(rows, scanJobRow)
@@ -232,8 +232,8 @@ func (rt *runtime) claimLocked(ctx context.Context, round *claimRound, res *limi
 	}
 	br := rt.c.pool.SendBatch(ctx, b)
 	defer br.Close()
-	var setting, jit, planMode string
-	if err := br.QueryRow().Scan(&setting, &res.locked, &jit, &planMode); err != nil {
+	// Of what claim_lock returns, only the locked queues are read; the rest are its settings.
+	if err := br.QueryRow().Scan(nil, &res.locked, nil, nil); err != nil {
 		return nil, err
 	}
 	var all []*jobRow
@@ -249,6 +249,7 @@ func (rt *runtime) claimLocked(ctx context.Context, round *claimRound, res *limi
 		all = append(all, got...)
 	}
 	if limited.rated {
+		res.waits = make(map[string]time.Duration)
 		var queue string
 		var ms int64
 		rows, _ := br.Query()
