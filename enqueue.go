@@ -72,6 +72,13 @@ type EnqueueOptions struct {
 	// keeps it. Defaults to none: the job is limited only by the queue's own limits.
 	Key string
 
+	// Weight is how much of its queue's rate limits (Limits.Rate, Limits.KeyRate) the job's
+	// start uses: a rate of R starts per period lets jobs whose weights add up to at most R start
+	// in any window of that length. A job heavier than a rate's R starts alone, when its window is
+	// empty. Weights do not change MaxRunning or KeyMaxRunning, which count jobs. 1 to MaxLimit;
+	// 0 means 1. A repeat of the job keeps it.
+	Weight int
+
 	// Metadata is stored with the job, as a JSON object, and handed to Middleware
 	// (JobInfo.Metadata) and handlers (Job.Metadata): a trace context, the id of the request that
 	// enqueued the job. EnqueueMiddleware may add to it; the caller's map is not changed. Keys
@@ -94,6 +101,7 @@ type enqueueParams struct {
 	retryDelay  *int64 // µs; nil: exponential back-off
 	uniqueKey   string
 	key         *string // nil: none
+	weight      int32
 	repeatCount int32
 	repeatEvery *int64 // µs; nil: none
 	repeatFixed bool   // repeats on the grid run_at + k·repeatEvery
@@ -126,6 +134,8 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 		return p, invalidf("Key is %d bytes long, more than 255", len(o.Key))
 	case !storableText(o.Key):
 		return p, invalidf("Key is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
+	case o.Weight < 0 || o.Weight > MaxLimit:
+		return p, invalidf("Weight %d is out of range (0 for 1, up to %d)", o.Weight, MaxLimit)
 	case o.RepeatCount < RepeatForever || o.RepeatCount > math.MaxInt32:
 		return p, invalidf("RepeatCount %d is out of range (RepeatForever, 0, or up to 2^31-1)", o.RepeatCount)
 	case o.RepeatEvery < 0:
@@ -140,6 +150,7 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 	if o.Key != "" {
 		p.key = &o.Key
 	}
+	p.weight = int32(max(o.Weight, 1))
 	p.repeatCount = int32(o.RepeatCount)
 	if o.RepeatEvery > 0 {
 		us := o.RepeatEvery.Microseconds()
@@ -271,6 +282,8 @@ func (q *Queue[T]) enqueue(ctx context.Context, db enqueueConn, autocommit bool,
 		Priority:        int(p.priority),
 		MaxAttempts:     int(p.maxAttempts),
 		UniqueKey:       p.uniqueKey,
+		Key:             deref(p.key),
+		Weight:          int(p.weight),
 		RepeatRemaining: int(p.repeatCount),
 		RepeatEvery:     time.Duration(deref(p.repeatEvery)) * time.Microsecond,
 	}
@@ -301,7 +314,7 @@ func (q *Queue[T]) insertOne(ctx context.Context, db enqueueConn, autocommit boo
 	var notified int
 	err := db.queryRow(ctx, enqueueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body), p.runAt,
 		p.delayUs, p.maxAttempts, p.retryDelay, notify, p.repeatCount, p.repeatEvery, p.repeatFixed,
-		metadataArg(db, metadata), p.key).
+		metadataArg(db, metadata), p.key, p.weight).
 		Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 	if err != nil {
 		return nil, wrapf(err, "enqueue to %s", q.name)
@@ -329,7 +342,7 @@ func (q *Queue[T]) enqueueUnique(ctx context.Context, db enqueueConn, j *Job[T],
 		var notified int
 		err := db.queryRow(ctx, enqueueUniqueSQL, db.idArg(j.ID), q.name, p.priority, db.jsonArg(body),
 			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.uniqueKey, p.repeatCount, p.repeatEvery, p.repeatFixed,
-			metadataArg(db, metadata), p.key).
+			metadataArg(db, metadata), p.key, p.weight).
 			Scan(&j.Status, &j.RunAt, &j.CreatedAt, &notified)
 		if err == nil {
 			return j, nil
@@ -450,6 +463,9 @@ func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, m manyInsert) error 
 	if p.key != nil {
 		columns = append(columns, "key")
 	}
+	if p.weight != 1 {
+		columns = append(columns, "weight")
+	}
 	retryDelay, repeatEvery := intervalOf(p.retryDelay), intervalOf(p.repeatEvery)
 	rows := pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
 		row := []any{[16]byte(ids[i]), q.name, p.priority, bodies[i], p.maxAttempts, retryDelay,
@@ -465,6 +481,9 @@ func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, m manyInsert) error 
 		}
 		if p.key != nil {
 			row = append(row, *p.key)
+		}
+		if p.weight != 1 {
+			row = append(row, p.weight)
 		}
 		return row, nil
 	})

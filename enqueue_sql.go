@@ -47,7 +47,7 @@ func (q *Queue[T]) EnqueueManySQLTx(ctx context.Context, tx *sql.Tx, payloads []
 		var inserted, notified int
 		err := tx.QueryRowContext(ctx, enqueueManyJSONSQL, jobsDocument(m.ids, m.bodies), q.name, p.priority,
 			p.runAt, p.delayUs, p.maxAttempts, p.retryDelay, p.repeatCount, p.repeatEvery, p.repeatFixed,
-			metadataArg(sqlConn{tx}, m.metadata), p.key).
+			metadataArg(sqlConn{tx}, m.metadata), p.key, p.weight).
 			Scan(&inserted, &notified)
 		if err != nil {
 			return wrapf(err, "enqueue many to %s", q.name)

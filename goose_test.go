@@ -61,7 +61,7 @@ func TestGooseMigrations(t *testing.T) {
 	if len(rest) != len(ms)-2 || rest[0].SchemaVersion != ms[2].version || rest[0].Name[:15] != "20270101000000_" {
 		t.Fatalf("after %d: %+v", ms[1].version, rest)
 	}
-	if none := gooseFiles(t, SchemaVersion, 9); len(none) != 0 {
+	if none := gooseFiles(t, SchemaVersion, 10); len(none) != 0 {
 		t.Fatalf("after the latest: %d files", len(none))
 	}
 	for _, bad := range [][2]int64{{0, 0}, {0, -1}, {12345, 1}, {SchemaVersion + 1, 1}} {
@@ -110,7 +110,7 @@ func TestMarkGooseApplied(t *testing.T) {
 	if len(marked) != len(files)-1 || !slices.EqualFunc(marked, files[:len(files)-1], func(a, b GooseFile) bool { return a.Name == b.Name }) {
 		t.Fatalf("marked %d files, want all but the latest", len(marked))
 	}
-	checkGooseTable(t, b, "app_goose_version", []int64{0, 2, 3, 4, 5, 6, 7, 8})
+	checkGooseTable(t, b, "app_goose_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9})
 	if again, err := MarkGooseApplied(ctx, b.db(), "app_goose_version", files); err != nil || len(again) != 0 {
 		t.Fatalf("marking again: %d files (%v), want none", len(again), err)
 	}
@@ -118,11 +118,11 @@ func TestMarkGooseApplied(t *testing.T) {
 	if again, err := MarkGooseApplied(ctx, b.db(), b.schema+".app_goose_version", files); err != nil || len(again) != 1 {
 		t.Fatalf("marking after Migrate: %d files (%v), want the latest", len(again), err)
 	}
-	checkGooseTable(t, b, "app_goose_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9})
+	checkGooseTable(t, b, "app_goose_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9, 10})
 	if _, err := MarkGooseApplied(ctx, b.db(), "", files); err != nil {
 		t.Fatal(err)
 	}
-	checkGooseTable(t, b, "goose_db_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9})
+	checkGooseTable(t, b, "goose_db_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9, 10})
 
 	for _, bad := range []string{"goose; DROP TABLE users", "a.b.c", "1goose", `"goose"`} {
 		if _, err := MarkGooseApplied(ctx, b.db(), bad, files); !errors.Is(err, ErrInvalidOption) ||

@@ -78,6 +78,8 @@ type Job[T any] struct {
 	UniqueKey string `json:"unique_key,omitempty"`
 	// Key is the job's flow-control key (EnqueueOptions.Key); empty if it has none.
 	Key string `json:"key,omitempty"`
+	// Weight is how much of its queue's rate limits the job's start uses (EnqueueOptions.Weight).
+	Weight int `json:"weight,omitempty"`
 	// RepeatRemaining is how many more runs follow this one when it succeeds; RepeatForever
 	// for no end.
 	RepeatRemaining int `json:"repeat_remaining,omitempty"`
@@ -197,6 +199,7 @@ type jobRow struct {
 	repeatEveryUs   *int64
 	metadata        []byte
 	key             *string
+	weight          int
 	watched         bool // the queue is being watched
 
 	meta        map[string]string // metadata decoded, once metaDecoded
@@ -218,7 +221,7 @@ func scanJobRow(rows pgx.CollectableRow) (*jobRow, error) {
 	r := new(jobRow)
 	err := rows.Scan(&r.queue, (*[16]byte)(&r.id), &r.priority, &r.attempt, &r.maxAttempts, &r.runAt,
 		&r.createdAt, &r.token, &r.payload, &r.errors, &r.uniqueKey, &r.repeatRemaining,
-		&r.repeatEveryUs, &r.metadata, &r.key, &r.watched)
+		&r.repeatEveryUs, &r.metadata, &r.key, &r.weight, &r.watched)
 	return r, err
 }
 
@@ -236,6 +239,7 @@ func decodeJob[T any](queue string, r *jobRow) (*Job[T], error) {
 		CreatedAt:       r.createdAt,
 		UniqueKey:       deref(r.uniqueKey),
 		Key:             deref(r.key),
+		Weight:          r.weight,
 		RepeatRemaining: r.repeatRemaining,
 		RepeatEvery:     time.Duration(deref(r.repeatEveryUs)) * time.Microsecond,
 	}
@@ -290,10 +294,11 @@ type entryRow struct {
 	lockUntil                 *time.Time
 	metadata                  []byte
 	key                       *string
+	weight                    int
 	place                     int
 }
 
-// columns returns the scan destinations of an entry's columns, from status to key, after
+// columns returns the scan destinations of an entry's columns, from status to weight, after
 // the queue (if withQueue) and id, whose destination is given, and before the place (if
 // withPlace): the column order of job.sql, unique_job.sql and list_*.sql.
 func (r *entryRow) columns(withQueue bool, id any, withPlace bool) []any {
@@ -303,7 +308,7 @@ func (r *entryRow) columns(withQueue bool, id any, withPlace bool) []any {
 	}
 	dest = append(dest, id, &r.status, &r.priority, &r.attempt, &r.maxAtt, &r.runAt,
 		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
-		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.metadata, &r.key)
+		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.metadata, &r.key, &r.weight)
 	if withPlace {
 		dest = append(dest, &r.place)
 	}
@@ -360,6 +365,7 @@ func decodeEntry[T any](queue string, r *entryRow) (*JobEntry[T], error) {
 			FinishedAt:      deref(r.finishedAt),
 			UniqueKey:       deref(r.uniqueKey),
 			Key:             deref(r.key),
+			Weight:          r.weight,
 			RepeatRemaining: r.repeatRemaining,
 			RepeatEvery:     time.Duration(deref(r.repeatEveryUs)) * time.Microsecond,
 			LockedBy:        deref(r.lockedBy),

@@ -32,7 +32,9 @@ type Limits struct {
 
 	// Rate is how many of the queue's jobs may start within any window of time of length
 	// Rate.Per, counted over every process: a sliding window over the starts themselves, which
-	// are logged while the limit is set. Retries count as starts. The zero Rate: no limit.
+	// are logged while the limit is set. Retries count as starts. A job counts as many starts as
+	// its EnqueueOptions.Weight, and jobs still start in their order: one that does not fit yet
+	// holds back the jobs behind it. The zero Rate: no limit.
 	Rate Rate `json:"rate,omitzero"`
 
 	// KeyRate is Rate for the jobs of one key (EnqueueOptions.Key). Claims take turns between

@@ -30,20 +30,21 @@ type limitsChaosQueue struct {
 	limits      Limits
 	keys        []string
 	perKey      int
-	concurrency int // each worker process's Concurrency on the queue, above the limits
+	weights     []int // the jobs' weights, taking turns in each key's line; none: 1
+	concurrency int   // each worker process's Concurrency on the queue, above the limits
 }
 
 // limitsChaosQueues are the queues of TestChaosLimits: a cap on the whole queue; a cap per key
 // under a cap on the queue, with unkeyed jobs beside the keyed ones; and a rate per key under a
 // rate on the queue, with three keys whose rates add up to less than the queue's, so that
-// unkeyed jobs fill the queue's rate and both rates bind.
+// unkeyed jobs fill the queue's rate and both rates bind; its jobs weigh 1, 2 or 3.
 var limitsChaosQueues = []limitsChaosQueue{
 	{name: "capped", limits: Limits{MaxRunning: 4}, keys: []string{""}, perKey: 900, concurrency: 7},
 	{name: "keyed", limits: Limits{MaxRunning: 6, KeyMaxRunning: 2}, keys: []string{"k0", "k1", "k2", "k3", ""},
 		perKey: 200, concurrency: 9},
 	{name: "rated", limits: Limits{Rate: Rate{Starts: 20, Per: 500 * time.Millisecond},
 		KeyRate: Rate{Starts: 6, Per: 500 * time.Millisecond}}, keys: []string{"r0", "r1", "r2", ""},
-		perKey: 130, concurrency: 9},
+		perKey: 66, weights: []int{1, 2, 3}, concurrency: 9},
 }
 
 const (
@@ -325,14 +326,18 @@ func newLimitsChaos(t *testing.T) *limitsChaos {
 }
 
 // enqueue enqueues every queue's jobs, key after key in rounds of 10, so that keyed and unkeyed
-// jobs are mixed in each queue's line.
+// jobs are mixed in each queue's line, each round of a key with the next of the queue's weights.
 func (c *limitsChaos) enqueue() {
 	for _, lq := range limitsChaosQueues {
 		q := newQueue[int](c.t, c.b.client, lq.name)
-		for done := 0; done < lq.perKey; done += 10 {
+		for round, done := 0, 0; done < lq.perKey; round, done = round+1, done+10 {
+			weight := 1
+			if len(lq.weights) > 0 {
+				weight = lq.weights[round%len(lq.weights)]
+			}
 			for _, key := range lq.keys {
 				n := min(10, lq.perKey-done)
-				if _, err := q.EnqueueMany(c.t.Context(), make([]int, n), &EnqueueOptions{Key: key}); err != nil {
+				if _, err := q.EnqueueMany(c.t.Context(), make([]int, n), &EnqueueOptions{Key: key, Weight: weight}); err != nil {
 					c.t.Fatal(err)
 				}
 				c.total += n
@@ -632,9 +637,9 @@ func maxOverlap(intervals [][2]time.Time) int {
 }
 
 // checkRates checks the starts of "rated" that recordStarts kept: as many as its jobs' attempts
-// (every start logged), no window of Rate.Per with more than Rate.Starts of them, and none with
-// more than KeyRate.Starts of one key. It returns the busiest windows, as text.
-func (c *limitsChaos) checkRates(starts map[string][]time.Time) string {
+// (every start logged), no window of Rate.Per whose starts weigh more than Rate.Starts, and none
+// whose starts of one key weigh more than KeyRate.Starts. It returns the busiest windows, as text.
+func (c *limitsChaos) checkRates(starts map[string][]loggedStart) string {
 	t := c.t
 	var lq limitsChaosQueue
 	for _, q := range limitsChaosQueues {
@@ -647,7 +652,7 @@ func (c *limitsChaos) checkRates(starts map[string][]time.Time) string {
 		Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}
-	var all []time.Time
+	var all []loggedStart
 	keyMost := 0
 	for key, s := range starts {
 		all = append(all, s...)
@@ -657,19 +662,21 @@ func (c *limitsChaos) checkRates(starts map[string][]time.Time) string {
 		most := busiestWindow(s, lq.limits.KeyRate.Per)
 		keyMost = max(keyMost, most)
 		if most > lq.limits.KeyRate.Starts {
-			t.Errorf("rated key %s: %d starts within %s, more than KeyRate.Starts %d", key, most, lq.limits.KeyRate.Per, lq.limits.KeyRate.Starts)
+			t.Errorf("rated key %s: starts weighing %d within %s, more than KeyRate.Starts %d", key, most, lq.limits.KeyRate.Per, lq.limits.KeyRate.Starts)
 		}
 	}
 	if len(all) != attempts {
 		t.Errorf("%d starts of rated were logged, for %d attempts", len(all), attempts)
 	}
-	slices.SortFunc(all, time.Time.Compare)
+	slices.SortFunc(all, func(x, y loggedStart) int { return x.at.Compare(y.at) })
 	most := busiestWindow(all, lq.limits.Rate.Per)
 	if most > lq.limits.Rate.Starts {
-		t.Errorf("rated: %d starts within %s, more than Rate.Starts %d", most, lq.limits.Rate.Per, lq.limits.Rate.Starts)
+		t.Errorf("rated: starts weighing %d within %s, more than Rate.Starts %d", most, lq.limits.Rate.Per, lq.limits.Rate.Starts)
 	}
-	if most < lq.limits.Rate.Starts || keyMost < lq.limits.KeyRate.Starts {
-		t.Errorf("rated: at most %d starts (%d of one key) within a window: the rates were never reached", most, keyMost)
+	// A window is full once the next job does not fit: within one job's weight of the rate.
+	heaviest := slices.Max(lq.weights)
+	if most <= lq.limits.Rate.Starts-heaviest || keyMost <= lq.limits.KeyRate.Starts-heaviest {
+		t.Errorf("rated: starts weighing at most %d (%d of one key) within a window: the rates were never reached", most, keyMost)
 	}
 	return fmt.Sprintf("rated-starts=%d busiest-window=%d/%d busiest-key-window=%d/%d",
 		len(all), most, lq.limits.Rate.Starts, keyMost, lq.limits.KeyRate.Starts)

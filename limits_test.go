@@ -266,29 +266,36 @@ func TestLimitsChangeLive(t *testing.T) {
 	close(release)
 }
 
+// loggedStart is a start pgqueue logged for a rate limit: when, by the database clock, and the
+// weight of the job that started.
+type loggedStart struct {
+	at     time.Time
+	weight int
+}
+
 // recordStarts copies every start pgqueue logs for rate limits into pgqueue_test_starts, which
 // keeps them after the claims delete them, and returns a function that reads them back, per key
 // ("" for none), in order.
-func recordStarts(t *testing.T, b *bundle) func() map[string][]time.Time {
-	b.exec(`CREATE TABLE pgqueue_test_starts (key text, started_at timestamptz NOT NULL)`)
+func recordStarts(t *testing.T, b *bundle) func() map[string][]loggedStart {
+	b.exec(`CREATE TABLE pgqueue_test_starts (key text, started_at timestamptz NOT NULL, weight integer NOT NULL)`)
 	b.exec(`CREATE FUNCTION pgqueue_test_record_start() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
-			INSERT INTO pgqueue_test_starts VALUES (NEW.key, NEW.started_at);
+			INSERT INTO pgqueue_test_starts VALUES (NEW.key, NEW.started_at, NEW.weight);
 			RETURN NEW;
 		END $$`)
 	b.exec(`CREATE TRIGGER pgqueue_test_record_start AFTER INSERT ON pgqueue_starts
 		FOR EACH ROW EXECUTE FUNCTION pgqueue_test_record_start()`)
-	return func() map[string][]time.Time {
+	return func() map[string][]loggedStart {
 		rows, err := b.pool.Query(context.Background(),
-			`SELECT coalesce(key, ''), started_at FROM pgqueue_test_starts ORDER BY started_at`)
+			`SELECT coalesce(key, ''), started_at, weight FROM pgqueue_test_starts ORDER BY started_at`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		starts := map[string][]time.Time{}
+		starts := map[string][]loggedStart{}
 		var key string
-		var at time.Time
-		if _, err := pgx.ForEachRow(rows, []any{&key, &at}, func() error {
-			starts[key] = append(starts[key], at)
+		var s loggedStart
+		if _, err := pgx.ForEachRow(rows, []any{&key, &s.at, &s.weight}, func() error {
+			starts[key] = append(starts[key], s)
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -297,14 +304,17 @@ func recordStarts(t *testing.T, b *bundle) func() map[string][]time.Time {
 	}
 }
 
-// busiestWindow returns the most starts of sorted that lie within one window (t-per, t].
-func busiestWindow(sorted []time.Time, per time.Duration) int {
-	most, from := 0, 0
-	for i, at := range sorted {
-		for !sorted[from].After(at.Add(-per)) {
+// busiestWindow returns the largest sum of weights of the starts of sorted that lie within one
+// window (t-per, t]: with weights of 1, the most starts.
+func busiestWindow(sorted []loggedStart, per time.Duration) int {
+	most, from, sum := 0, 0, 0
+	for _, s := range sorted {
+		sum += s.weight
+		for !sorted[from].at.After(s.at.Add(-per)) {
+			sum -= sorted[from].weight
 			from++
 		}
-		most = max(most, i-from+1)
+		most = max(most, sum)
 	}
 	return most
 }
@@ -385,11 +395,11 @@ func TestKeyRateLimit(t *testing.T) {
 			t.Fatalf("key %s: %d starts within %s, more than KeyRate.Starts %d", key, most, rate.Per, rate.Starts)
 		}
 	}
-	var all []time.Time
+	var all []loggedStart
 	for _, s := range logged {
 		all = append(all, s...)
 	}
-	slices.SortFunc(all, time.Time.Compare)
+	slices.SortFunc(all, func(x, y loggedStart) int { return x.at.Compare(y.at) })
 	if most := busiestWindow(all, rate.Per); most <= rate.Starts {
 		t.Errorf("at most %d starts of all keys within %s: the keys did not start beside each other", most, rate.Per)
 	}

@@ -33,8 +33,8 @@ type QueueStats struct {
 	// KeysAtLimit is how many keys have as many jobs running or waiting to retry as
 	// Limits.KeyMaxRunning allows; 0 without a per-key limit.
 	KeysAtLimit int `json:"keys_at_limit,omitempty"`
-	// RecentStarts is how many jobs started within the last Limits.Rate.Per; 0 without a rate
-	// limit.
+	// RecentStarts is how much of Limits.Rate the starts within its last period use: how many
+	// jobs started, each counted by its weight (EnqueueOptions.Weight); 0 without a rate limit.
 	RecentStarts int `json:"recent_starts,omitempty"`
 }
 

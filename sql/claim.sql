@@ -47,5 +47,5 @@ WHERE j.ctid = ANY (ARRAY(
                         FOR UPDATE SKIP LOCKED) AS c))
 RETURNING j.queue, j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
           j.payload, j.errors, j.unique_key, j.repeat_remaining,
-          (extract(epoch FROM j.repeat_every) * 1e6)::bigint, j.metadata, j.key,
+          (extract(epoch FROM j.repeat_every) * 1e6)::bigint, j.metadata, j.key, j.weight,
           EXISTS (SELECT 1 FROM pgqueue_queues AS q WHERE q.name = j.queue AND q.watched_until > now())

@@ -13,25 +13,25 @@ WITH settled AS (
     USING unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
     WHERE NOT c.keep AND j.id = c.id AND j.lock_token = c.lock_token
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
-              j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata, j.key
+              j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata, j.key, j.weight
 ), kept AS (
     UPDATE pgqueue_jobs AS j
     SET status = 'completed', finished_at = now(), lock_until = NULL, lock_token = NULL, locked_by = NULL
     FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
     WHERE c.keep AND j.id = c.id AND j.lock_token = c.lock_token
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
-              j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata, j.key
+              j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata, j.key, j.weight
 ), done AS (
     SELECT * FROM settled UNION ALL SELECT * FROM kept
 ), repeated AS (
     INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay,
-                              unique_key, repeat_remaining, repeat_every, repeat_from, metadata, key, counted)
+                              unique_key, repeat_remaining, repeat_every, repeat_from, metadata, key, weight, counted)
     SELECT d.next_id, d.queue,
            CASE WHEN n.run_at > now() THEN 'scheduled' ELSE 'available' END,
            d.priority, d.payload, n.run_at, d.max_attempts,
            d.retry_delay, d.unique_key,
            CASE WHEN d.repeat_remaining > 0 THEN d.repeat_remaining - 1 ELSE -1 END, d.repeat_every,
-           CASE WHEN d.repeat_from IS NOT NULL THEN n.run_at END, d.metadata, d.key, true
+           CASE WHEN d.repeat_from IS NOT NULL THEN n.run_at END, d.metadata, d.key, d.weight, true
     FROM done AS d,
          LATERAL (SELECT CASE
                   WHEN d.repeat_from IS NULL THEN now() + coalesce(d.repeat_every, interval '0')

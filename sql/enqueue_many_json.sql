@@ -3,18 +3,18 @@
 -- notifies the schema's channel once on commit. $2 queue, $3 priority, $4 run_at (NULL: now +
 -- $5 µs), $5 delay µs, $6 max_attempts, $7 retry delay µs (NULL: exponential back-off),
 -- $8 repeat count (-1: forever), $9 repeat every µs, $10 repeat at a fixed rate, $11 metadata (a
--- JSON object, or NULL), $12 key (or NULL). Status, run_at and repeat_from as in enqueue.sql.
+-- JSON object, or NULL), $12 key (or NULL), $13 weight. Status, run_at and repeat_from as in enqueue.sql.
 -- Not shared with pgx's EnqueueManyTx, which streams the rows with COPY: database/sql has no COPY,
 -- and its drivers bind no arrays (lib/pq sends every parameter as text), so here the jobs travel
 -- as one json parameter (json, not jsonb: it is only read once, and jsonb caps a document at
 -- 256 MB). JSON null stays the json value null through e->1, never SQL NULL.
 WITH job AS (
     INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay,
-                              repeat_remaining, repeat_every, repeat_from, metadata, key, counted)
+                              repeat_remaining, repeat_every, repeat_from, metadata, key, weight, counted)
     SELECT (e->>0)::uuid, $2,
            CASE WHEN t.run_at > now() THEN 'scheduled' ELSE 'available' END,
            $3, (e->1)::jsonb, t.run_at, $6, $7::bigint * interval '1 microsecond', $8,
-           $9::bigint * interval '1 microsecond', CASE WHEN $10::boolean THEN t.run_at END, $11::jsonb, $12, true
+           $9::bigint * interval '1 microsecond', CASE WHEN $10::boolean THEN t.run_at END, $11::jsonb, $12, $13, true
     FROM (SELECT coalesce($4::timestamptz, now() + $5::bigint * interval '1 microsecond') AS run_at) AS t,
          json_array_elements($1::json) AS e
     RETURNING status

@@ -4,7 +4,7 @@
 -- row if there is no such job. Reads the primary key.
 SELECT j.queue, j.id, j.status, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.finished_at,
        j.payload, j.errors, j.unique_key, j.repeat_remaining, (extract(epoch FROM j.repeat_every) * 1e6)::bigint,
-       j.locked_by, j.lock_until, j.metadata, j.key,
+       j.locked_by, j.lock_until, j.metadata, j.key, j.weight,
        CASE j.status
            WHEN 'running' THEN 0
            WHEN 'available' THEN 1 + (

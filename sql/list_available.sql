@@ -4,7 +4,7 @@
 -- the head of a million jobs as at the tail.
 SELECT id, status, priority, attempt, max_attempts, run_at, created_at, attempted_at, finished_at,
        payload, errors, unique_key, repeat_remaining, (extract(epoch FROM repeat_every) * 1e6)::bigint,
-       locked_by, lock_until, metadata, key
+       locked_by, lock_until, metadata, key, weight
 FROM pgqueue_jobs
 WHERE queue = $1 AND status = 'available' AND (-priority, id) > ($2::int, $3::uuid)
 ORDER BY -priority, id

@@ -2,8 +2,8 @@
 -- per status, the wait in µs of the jobs first in line (NULL if none is available), the paused
 -- flag, its limits (0: none; periods in µs), with a per-key limit how many keys are at it (counted
 -- over pgqueue_jobs_key_held_idx: as many rows as the queue's running and retry-waiting keyed
--- jobs), and with a rate limit how many jobs started within its period (pgqueue_starts_queue_idx:
--- at most as many rows as the limit).
+-- jobs), and with a rate limit how much of it the starts within its period use, their weights
+-- added up (pgqueue_starts_queue_idx: at most as many rows as the limit).
 --
 -- The counts are pgqueue_counts plus the deltas not folded in yet (see the observability
 -- migration): a few rows per queue, whatever the number of jobs.
@@ -55,7 +55,7 @@ SELECT coalesce(j.queue, q.name),
                                   HAVING count(*) >= q.key_max_running) AS full_keys)
        ELSE 0 END,
        CASE WHEN q.rate_limit IS NOT NULL THEN
-           (SELECT count(*) FROM pgqueue_starts AS s
+           (SELECT coalesce(sum(greatest(s.weight, 1)), 0) FROM pgqueue_starts AS s
             WHERE s.queue = q.name AND s.started_at > clock_timestamp() - q.rate_period)
        ELSE 0 END
 FROM j
