@@ -145,11 +145,10 @@ type claimRound struct {
 	locks          []string
 }
 
-// claim leases jobs for every queue of wants in one round trip, and returns the rows claimed for
-// each want, when to claim again for each if it came back short, and when the round trip was
-// sent. Without limits that is one statement, claim.sql; with them, in the same transaction,
-// claim_lock.sql first (see claimWay). It does not let ctx interrupt the round trip: claimed rows
-// whose result never arrived would stay locked until their lease ran out.
+// claim leases jobs for every queue of wants in one round trip (claimBatch), and returns the
+// rows claimed for each want, when to claim again for each if it came back short, and when the
+// round trip was sent. It does not let ctx interrupt the round trip: claimed rows whose result
+// never arrived would stay locked until their lease ran out.
 func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*jobRow, again []claimAgain, sent time.Time, err error) {
 	var round claimRound
 	index := make(map[string]int, len(wants))
@@ -171,14 +170,8 @@ func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*j
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	sent = time.Now()
-	var all []*jobRow
 	var lim limitedResult
-	if len(round.locks) == 0 {
-		rows, _ := rt.c.pool.Query(qctx, claimSQL, round.plain.queues, round.plain.limits, round.plain.leases, rt.c.cfg.ID)
-		all, err = pgx.CollectRows(rows, scanJobRow)
-	} else {
-		all, err = rt.claimLocked(qctx, &round, &lim)
-	}
+	all, err := rt.claimBatch(qctx, &round, &lim)
 	if err != nil {
 		return nil, nil, sent, fmt.Errorf("pgqueue: claim: %w", err)
 	}
@@ -206,7 +199,7 @@ type claimAgain struct {
 	lockedOut bool
 }
 
-// limitedResult is what claimLocked learns besides the jobs: the limited queues whose claim
+// limitedResult is what claimBatch learns besides the jobs: the limited queues whose claim
 // lock the round trip took, and how long queues held back by a rate limit wait for a start to
 // free.
 type limitedResult struct {
@@ -214,27 +207,23 @@ type limitedResult struct {
 	waits  map[string]time.Duration
 }
 
-// claimLocked sends the claim round trip of a round with limited queues, in one implicit
-// transaction: claim_lock.sql, then claim.sql and claim_limited.sql for the queues that have
-// any, and rate_wait.sql if a queue has a rate. It returns the rows claimed, and fills in res.
-func (rt *runtime) claimLocked(ctx context.Context, round *claimRound, res *limitedResult) ([]*jobRow, error) {
+// claimBatch sends a round's claim round trip, in one implicit transaction: claim_settings.sql;
+// without limited queues, claim.sql; with them, claim_lock.sql, then claim.sql and
+// claim_limited.sql for the queues that have any, and rate_wait.sql if a queue has a rate. It
+// returns the rows claimed, and fills in res.
+func (rt *runtime) claimBatch(ctx context.Context, round *claimRound, res *limitedResult) ([]*jobRow, error) {
+	b := round.batch(rt.c.cfg.ID)
 	plain, limited := &round.plain, &round.limited
-	b := &pgx.Batch{}
-	b.Queue(claimLockSQL, round.locks)
-	if len(plain.queues) > 0 {
-		b.Queue(claimSQL, plain.queues, plain.limits, plain.leases, rt.c.cfg.ID)
-	}
-	if len(limited.queues) > 0 {
-		b.Queue(claimLimitedSQL, limited.queues, limited.limits, limited.leases, rt.c.cfg.ID)
-	}
-	if limited.rated {
-		b.Queue(rateWaitSQL, limited.queues)
-	}
 	br := rt.c.pool.SendBatch(ctx, b)
 	defer br.Close()
-	// Of what claim_lock returns, only the locked queues are read; the rest are its settings.
-	if err := br.QueryRow().Scan(nil, &res.locked, nil, nil); err != nil {
+	if _, err := br.Exec(); err != nil { // claim_settings
 		return nil, err
+	}
+	if len(round.locks) > 0 {
+		// Of what claim_lock returns, only the locked queues are read; the rest is its setting.
+		if err := br.QueryRow().Scan(nil, &res.locked); err != nil {
+			return nil, err
+		}
 	}
 	var all []*jobRow
 	for _, args := range []*claimArgs{plain, limited} {
@@ -261,6 +250,26 @@ func (rt *runtime) claimLocked(ctx context.Context, round *claimRound, res *limi
 		}
 	}
 	return all, br.Close()
+}
+
+// batch returns the statements of the round's claim round trip, for worker id (claimBatch).
+func (round *claimRound) batch(id string) *pgx.Batch {
+	plain, limited := &round.plain, &round.limited
+	b := &pgx.Batch{}
+	b.Queue(claimSettingsSQL)
+	if len(round.locks) > 0 {
+		b.Queue(claimLockSQL, round.locks)
+	}
+	if len(plain.queues) > 0 {
+		b.Queue(claimSQL, plain.queues, plain.limits, plain.leases, id)
+	}
+	if len(limited.queues) > 0 {
+		b.Queue(claimLimitedSQL, limited.queues, limited.limits, limited.leases, id)
+	}
+	if limited.rated {
+		b.Queue(rateWaitSQL, limited.queues)
+	}
+	return b
 }
 
 // lockedOutWait is how long a limited queue whose claim lock another process held waits before

@@ -2,11 +2,15 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func TestWorkerOrder(t *testing.T) {
@@ -92,4 +96,50 @@ func TestWorkersCompete(t *testing.T) {
 		}
 	}
 	t.Logf("client 1 ran %d jobs, client 2 ran %d", perClient[0].Load(), perClient[1].Load())
+}
+
+// Every claim round trip starts with claim_settings.sql, and in its transaction the claim
+// statements are planned without JIT compilation, which a claim's plan over a queue of ~10⁷ jobs
+// would otherwise pay on every claim: here with jit_above_cost 0, so that any plan would be
+// compiled where JIT is available.
+func TestClaimPlannedWithoutJIT(t *testing.T) {
+	t.Parallel()
+	for _, round := range []claimRound{
+		{plain: claimArgs{queues: []string{"q"}}},
+		{limited: claimArgs{queues: []string{"q"}, rated: true}, locks: []string{"q"}},
+	} {
+		if b := round.batch("w"); b.QueuedQueries[0].SQL != claimSettingsSQL {
+			t.Fatalf("a claim round trip starts with %.40q, want claim_settings.sql", b.QueuedQueries[0].SQL)
+		}
+	}
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "q")
+	if _, err := q.EnqueueMany(ctx, make([]int, 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	var jitAvailable bool
+	if err := b.pool.QueryRow(ctx, `SELECT pg_jit_available()`).Scan(&jitAvailable); err != nil {
+		t.Fatal(err)
+	}
+	b.inTx(false, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL jit = on; SET LOCAL jit_above_cost = 0`); err != nil {
+			return err
+		}
+		if jitAvailable && explainCost(t, tx, claimSQL, []string{"q"}, []int32{5}, []int64{30000}, "w").jit == 0 {
+			return errors.New("with jit_above_cost 0 the claim was not compiled: this test cannot tell")
+		}
+		if _, err := tx.Exec(ctx, claimSettingsSQL); err != nil {
+			return err
+		}
+		var jit string
+		if err := tx.QueryRow(ctx, `SELECT current_setting('jit')`).Scan(&jit); err != nil || jit != "off" {
+			return fmt.Errorf("after claim_settings, jit = %q (%v)", jit, err)
+		}
+		if c := explainCost(t, tx, claimSQL, []string{"q"}, []int32{5}, []int64{30000}, "w"); c.jit != 0 {
+			return fmt.Errorf("after claim_settings the claim spent %.1f ms compiling", c.jit)
+		}
+		return nil
+	})
+	t.Logf("JIT available: %t", jitAvailable)
 }

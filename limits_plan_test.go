@@ -92,8 +92,8 @@ type planNode struct {
 
 func (n planNode) buffers() int { return n.SharedHit + n.SharedRead }
 
-// plainClaimCost is the cost of claim.sql taking limit jobs of queue, in a rolled-back
-// transaction.
+// plainClaimCost is the cost of claim.sql taking limit jobs of queue after claim_settings.sql,
+// as the runtime sends it, in a rolled-back transaction.
 func plainClaimCost(t *testing.T, b *bundle, queue string, limit int) planCost {
 	t.Helper()
 	tx, err := b.pool.Begin(t.Context())
@@ -101,11 +101,14 @@ func plainClaimCost(t *testing.T, b *bundle, queue string, limit int) planCost {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(t.Context())
+	if _, err := tx.Exec(t.Context(), claimSettingsSQL); err != nil {
+		t.Fatal(err)
+	}
 	return explainCost(t, tx, claimSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain")
 }
 
-// limitedClaimCost is the cost of a limited queue's claim round trip, claim_lock.sql then
-// claim_limited.sql taking limit jobs of queue, in a rolled-back transaction: both statements
+// limitedClaimCost is the cost of a limited queue's claim round trip, claim_settings.sql,
+// claim_lock.sql then claim_limited.sql taking limit jobs of queue, in a rolled-back transaction: both statements
 // added up.
 func limitedClaimCost(t *testing.T, b *bundle, queue string, limit int) planCost {
 	t.Helper()
@@ -114,6 +117,9 @@ func limitedClaimCost(t *testing.T, b *bundle, queue string, limit int) planCost
 		t.Fatal(err)
 	}
 	defer tx.Rollback(t.Context())
+	if _, err := tx.Exec(t.Context(), claimSettingsSQL); err != nil {
+		t.Fatal(err)
+	}
 	lock := explainCost(t, tx, claimLockSQL, []string{queue})
 	claim := explainCost(t, tx, claimLimitedSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain")
 	return planCost{buffers: lock.buffers + claim.buffers, ms: lock.ms + claim.ms, jit: lock.jit + claim.jit,
@@ -238,10 +244,14 @@ func BenchmarkClaimDeepBacklog(b *testing.B) {
 		return []any{[]string{queue}, []int32{planClaim}, []int64{30000}, "bench"}
 	}
 	b.Run("plain", func(b *testing.B) {
-		claim(b, func(pb *pgx.Batch) { pb.Queue(claimSQL, args("plain")...) })
+		claim(b, func(pb *pgx.Batch) {
+			pb.Queue(claimSettingsSQL)
+			pb.Queue(claimSQL, args("plain")...)
+		})
 	})
 	b.Run("keyed", func(b *testing.B) {
 		claim(b, func(pb *pgx.Batch) {
+			pb.Queue(claimSettingsSQL)
 			pb.Queue(claimLockSQL, []string{"keyed"})
 			pb.Queue(claimLimitedSQL, args("keyed")...)
 		})

@@ -18,6 +18,8 @@ var (
 	claimLimitedSQL string
 	//go:embed sql/claim_lock.sql
 	claimLockSQL string
+	//go:embed sql/claim_settings.sql
+	claimSettingsSQL string
 	//go:embed sql/limits_get.sql
 	limitsGetSQL string
 	//go:embed sql/limits_set.sql

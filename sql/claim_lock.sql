@@ -1,5 +1,5 @@
 -- claim_lock: the statement before claim_limited.sql in a claim round trip that includes limited
--- queues: of the queues $1 (those the runtime found to have limits), those whose claim lock this
+-- queues (after claim_settings.sql): of the queues $1 (those the runtime found to have limits), those whose claim lock this
 -- transaction takes, without waiting, are returned, and recorded in the transaction's setting
 -- pgqueue.claim_locked, which claim_limited.sql reads. It reads no table.
 --
@@ -11,14 +11,7 @@
 -- It is taken by a statement of its own, before the claim's: a statement sees the rows committed
 -- before it started, and only a claim that starts after the lock is granted sees every earlier
 -- claim of the queue.
---
--- It also sets two planner settings for the rest of the transaction. JIT compilation off: the
--- planner's estimate of claim_limited.sql's walk over keys (paid only when it runs, and lazily)
--- can pass jit_above_cost, and compiling the statement then cost ~40 ms on every claim. Generic
--- plans: planning claim_limited.sql costs ~1.2 ms, as much as running it, and its plan does not
--- depend on its parameters' values (a limited drain ran ~5 % faster).
-SELECT set_config('pgqueue.claim_locked', l.names::text, true), l.names,
-       set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)
+SELECT set_config('pgqueue.claim_locked', l.names::text, true), l.names
 FROM (SELECT coalesce(array_agg(q), '{}') AS names
       FROM unnest($1::text[]) AS q
       WHERE pg_try_advisory_xact_lock(hashtextextended('pgqueue claim ' || current_schema() || '.' || q, 0))) AS l
