@@ -266,6 +266,17 @@ func TestLimitsChangeLive(t *testing.T) {
 	close(release)
 }
 
+// workUntilDone runs a worker of q whose handler does nothing until n jobs are done.
+func workUntilDone(t *testing.T, q *Queue[int], n int32, opts *WorkerOptions) {
+	t.Helper()
+	var done atomic.Int32
+	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		done.Add(1)
+		return nil
+	}, opts)))
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d jobs done", n), func() bool { return done.Load() == n })
+}
+
 // loggedStart is a start pgqueue logged for a rate limit: when, by the database clock, and the
 // weight of the job that started.
 type loggedStart struct {
@@ -379,12 +390,7 @@ func TestKeyRateLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var done atomic.Int32
-	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-		done.Add(1)
-		return nil
-	}, &WorkerOptions{Concurrency: 10, PollInterval: time.Hour})))
-	waitFor(t, 30*time.Second, "every job done", func() bool { return done.Load() == keys*perKey })
+	workUntilDone(t, q, keys*perKey, &WorkerOptions{Concurrency: 10, PollInterval: time.Hour})
 	logged := starts()
 	for k := range keys {
 		key := fmt.Sprintf("k%d", k)

@@ -102,12 +102,7 @@ func TestKeyRateWeights(t *testing.T) {
 	if _, err := q.EnqueueMany(ctx, make([]int, 10), &EnqueueOptions{Key: "light"}); err != nil {
 		t.Fatal(err)
 	}
-	var done atomic.Int32
-	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-		done.Add(1)
-		return nil
-	}, &WorkerOptions{Concurrency: 10, PollInterval: time.Hour})))
-	waitFor(t, 30*time.Second, "every job done", func() bool { return done.Load() == 14 })
+	workUntilDone(t, q, 14, &WorkerOptions{Concurrency: 10, PollInterval: time.Hour})
 	logged := starts()
 	for key, want := range map[string]int{"heavy": 3, "light": 5} {
 		if most := busiestWindow(logged[key], rate.Per); most != want {
@@ -152,12 +147,7 @@ func TestWeightOption(t *testing.T) {
 	if _, err := q.Enqueue(ctx, 5, &EnqueueOptions{Weight: 5, RepeatCount: 1, RepeatEvery: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	var done atomic.Int32
-	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-		done.Add(1)
-		return nil
-	}, &WorkerOptions{Concurrency: 4})))
-	waitFor(t, 10*time.Second, "the 5 jobs done", func() bool { return done.Load() == 5 })
+	workUntilDone(t, q, 5, &WorkerOptions{Concurrency: 4})
 	if st, err := q.Stats(ctx); err != nil || st.RecentStarts != 1+7+7+9+5 {
 		t.Fatalf("Stats.RecentStarts = %d (%v), want %d", st.RecentStarts, err, 1+7+7+9+5)
 	}
