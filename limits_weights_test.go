@@ -115,7 +115,7 @@ func TestKeyRateWeights(t *testing.T) {
 }
 
 // Weight is checked at enqueue: 0 stores 1, a negative weight or one above MaxLimit is refused
-// and nothing is written. A repeat keeps its job's weight, listings show it, and
+// and nothing is written; every enqueue path (single, unique, COPY, database/sql) stores it. A repeat keeps its job's weight, listings show it, and
 // Stats.RecentStarts adds up the weights of the starts in the window.
 func TestWeightOption(t *testing.T) {
 	t.Parallel()
@@ -136,20 +136,32 @@ func TestWeightOption(t *testing.T) {
 	if _, err := q.Enqueue(ctx, 4, &EnqueueOptions{Weight: 9, UniqueKey: "u"}); err != nil {
 		t.Fatal(err)
 	}
+	tx := beginSQL(t, b.sqlDB())
+	if _, err := q.EnqueueSQLTx(ctx, tx, 5, &EnqueueOptions{Weight: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueManySQLTx(ctx, tx, []int{6}, &EnqueueOptions{Weight: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	const want = "1:1 2:7 3:7 4:9 5:2 6:3"
 	var got string
 	if err := b.pool.QueryRow(ctx, `SELECT string_agg(payload::text || ':' || weight, ' ' ORDER BY payload::int) FROM pgqueue_jobs`).
-		Scan(&got); err != nil || got != "1:1 2:7 3:7 4:9" {
-		t.Fatalf("payload:weight = %q (%v), want 1:1 2:7 3:7 4:9", got, err)
+		Scan(&got); err != nil || got != want {
+		t.Fatalf("payload:weight = %q (%v), want %s", got, err, want)
 	}
+
 	if err := q.SetLimits(ctx, Limits{Rate: Rate{Starts: 100, Per: time.Hour}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Enqueue(ctx, 5, &EnqueueOptions{Weight: 5, RepeatCount: 1, RepeatEvery: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	workUntilDone(t, q, 5, &WorkerOptions{Concurrency: 4})
-	if st, err := q.Stats(ctx); err != nil || st.RecentStarts != 1+7+7+9+5 {
-		t.Fatalf("Stats.RecentStarts = %d (%v), want %d", st.RecentStarts, err, 1+7+7+9+5)
+	workUntilDone(t, q, 7, &WorkerOptions{Concurrency: 4})
+	if st, err := q.Stats(ctx); err != nil || st.RecentStarts != 1+7+7+9+2+3+5 {
+		t.Fatalf("Stats.RecentStarts = %d (%v), want %d", st.RecentStarts, err, 1+7+7+9+2+3+5)
 	}
 	page, err := q.Jobs(ctx, &ListOptions{Statuses: []Status{StatusScheduled}})
 	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].Weight != 5 {
