@@ -23,7 +23,8 @@
 -- round to it again (the recursive walk: one probe of pgqueue_jobs_key_idx per key, which lands
 -- on the key's first job in run order), and takes of each key its first jobs, as many as
 -- key_max_running leaves once the key's held jobs are counted (pgqueue_jobs_key_held_idx) and
--- key_rate_limit once the key's starts within key_rate_period are (pgqueue_starts_key_idx), until
+-- key_rate_limit leaves weight for once the weights of the key's starts within key_rate_period
+-- are added up (pgqueue_starts_key_idx), until
 -- the budget is spent; key_cursor moves to the last key served. So every key with jobs waiting
 -- gets its turn within one lap: a key waits at most (keys waiting ÷ budget) claims, however many
 -- jobs another key has. The walk is read lazily: it visits the keys it takes jobs from and the
