@@ -176,16 +176,7 @@ func medianCost(costs []planCost) planCost {
 // execution times, noisy, are logged.
 func TestLimitedClaimPlanCost(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	n := limitedPlanJobs(t)
-	plain := newQueue[int](t, b.client, "plain")
-	keyed := newQueue[int](t, b.client, "keyed")
-	fillPlain(t, plain, n)
-	fillKeyed(t, keyed, n, planKeys)
-	if err := keyed.SetLimits(t.Context(), Limits{KeyMaxRunning: 1}); err != nil {
-		t.Fatal(err)
-	}
-	b.exec("VACUUM ANALYZE pgqueue_jobs")
+	b, n := setupPlanQueues(t)
 
 	// Once each to warm the caches, then alternately.
 	plainClaimCost(t, b, "plain", planClaim)
@@ -210,29 +201,18 @@ func TestLimitedClaimPlanCost(t *testing.T) {
 
 // BenchmarkClaimDeepBacklog times what TestLimitedClaimPlanCost measures with EXPLAIN, without
 // EXPLAIN's own instrumentation: a claim of planClaim jobs from a queue of PGQUEUE_PLAN_JOBS
-// jobs (10⁵ by default), plain, and spread over planKeys keys with KeyMaxRunning 1 (claim_lock
-// and claim_limited in one round trip, as the runtime sends them). Each claim is rolled back,
+// jobs (10⁵ by default), plain, and spread over planKeys keys with KeyMaxRunning 1, each in the
+// round trip the runtime sends (claimRound.batch). Each claim is rolled back,
 // so every one sees the same backlog; both pay the same begin and rollback.
 func BenchmarkClaimDeepBacklog(b *testing.B) {
-	bb := setup(b)
-	n := limitedPlanJobs(b)
-	plain := newQueue[int](b, bb.client, "plain")
-	keyed := newQueue[int](b, bb.client, "keyed")
-	fillPlain(b, plain, n)
-	fillKeyed(b, keyed, n, planKeys)
-	if err := keyed.SetLimits(b.Context(), Limits{KeyMaxRunning: 1}); err != nil {
-		b.Fatal(err)
-	}
-	bb.exec("VACUUM ANALYZE pgqueue_jobs")
-	claim := func(b *testing.B, batch func(*pgx.Batch)) {
+	bb, _ := setupPlanQueues(b)
+	claim := func(b *testing.B, round claimRound) {
 		for b.Loop() {
 			tx, err := bb.pool.Begin(b.Context())
 			if err != nil {
 				b.Fatal(err)
 			}
-			pb := &pgx.Batch{}
-			batch(pb)
-			if err := tx.SendBatch(b.Context(), pb).Close(); err != nil {
+			if err := tx.SendBatch(b.Context(), round.batch("bench")).Close(); err != nil {
 				b.Fatal(err)
 			}
 			if err := tx.Rollback(b.Context()); err != nil {
@@ -240,20 +220,26 @@ func BenchmarkClaimDeepBacklog(b *testing.B) {
 			}
 		}
 	}
-	args := func(queue string) []any {
-		return []any{[]string{queue}, []int32{planClaim}, []int64{30000}, "bench"}
+	args := func(queue string) claimArgs {
+		return claimArgs{queues: []string{queue}, limits: []int32{planClaim}, leases: []int64{30000}}
 	}
-	b.Run("plain", func(b *testing.B) {
-		claim(b, func(pb *pgx.Batch) {
-			pb.Queue(claimSettingsSQL)
-			pb.Queue(claimSQL, args("plain")...)
-		})
-	})
-	b.Run("keyed", func(b *testing.B) {
-		claim(b, func(pb *pgx.Batch) {
-			pb.Queue(claimSettingsSQL)
-			pb.Queue(claimLockSQL, []string{"keyed"})
-			pb.Queue(claimLimitedSQL, args("keyed")...)
-		})
-	})
+	b.Run("plain", func(b *testing.B) { claim(b, claimRound{plain: args("plain")}) })
+	b.Run("keyed", func(b *testing.B) { claim(b, claimRound{limited: args("keyed"), locks: []string{"keyed"}}) })
+}
+
+// setupPlanQueues makes the two queues the plan measurements compare, in one table: "plain", of
+// PGQUEUE_PLAN_JOBS jobs without limits, and "keyed", of as many over planKeys keys with
+// KeyMaxRunning 1; it returns the bundle and that number of jobs.
+func setupPlanQueues(tb testing.TB) (*bundle, int) {
+	tb.Helper()
+	b := setup(tb)
+	n := limitedPlanJobs(tb)
+	fillPlain(tb, newQueue[int](tb, b.client, "plain"), n)
+	keyed := newQueue[int](tb, b.client, "keyed")
+	fillKeyed(tb, keyed, n, planKeys)
+	if err := keyed.SetLimits(tb.Context(), Limits{KeyMaxRunning: 1}); err != nil {
+		tb.Fatal(err)
+	}
+	b.exec("VACUUM ANALYZE pgqueue_jobs")
+	return b, n
 }

@@ -31,8 +31,9 @@
 -- full keys between them, no more. Jobs without a key are taken from the first jobs in the
 -- queue's line (as many as the budget), with what the keys left of it.
 --
--- The starts of queues with a rate limit are logged in pgqueue_starts with their jobs' weights,
--- and those older than the queue's longest period are deleted.
+-- The starts of queues with a rate limit are logged in pgqueue_starts with their jobs' weights
+-- (at least 1, so that the sums over the log need not check), and those older than the queue's
+-- longest period are deleted.
 WITH claimable AS (
     SELECT x.queue, t.at, p.key_max_running, p.key_rate_limit, p.key_rate_period,
            p.rate_limit IS NOT NULL OR p.key_rate_limit IS NOT NULL AS rated,
@@ -57,7 +58,7 @@ WITH claimable AS (
                                x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''),
                                                        '{}')::text[]) AS locked) AS t
     CROSS JOIN LATERAL (SELECT CASE WHEN p.rate_limit IS NOT NULL THEN
-                                   (SELECT coalesce(sum(greatest(s.weight, 1)), 0) FROM pgqueue_starts AS s
+                                   (SELECT coalesce(sum(s.weight), 0) FROM pgqueue_starts AS s
                                     WHERE s.queue = x.queue AND s.started_at > t.at - p.rate_period) END AS used) AS u
     WHERE set_config('synchronous_commit', 'off', true) = 'off' -- as in claim.sql
 ), plain AS (
@@ -111,7 +112,7 @@ WITH claimable AS (
                                         CASE WHEN u.used = 0 THEN greatest(c.key_rate_limit, 1)
                                              ELSE c.key_rate_limit - u.used END) AS room
                            FROM (SELECT CASE WHEN c.key_rate_limit IS NOT NULL THEN
-                                            (SELECT coalesce(sum(greatest(s.weight, 1)), 0) FROM pgqueue_starts AS s
+                                            (SELECT coalesce(sum(s.weight), 0) FROM pgqueue_starts AS s
                                              WHERE s.queue = c.queue AND s.key = w.key AND s.key IS NOT NULL
                                                AND s.started_at > c.at - c.key_rate_period) END AS used) AS u) AS r,
                   -- The key's head, found by the walk itself, then (with room for more) the jobs

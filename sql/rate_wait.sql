@@ -13,7 +13,7 @@ SELECT p.name,
             ELSE greatest(10, ceil(extract(epoch FROM p.key_rate_period) * 1000 / p.key_rate_limit))
        END::bigint
 FROM pgqueue_queues AS p,
-     LATERAL (SELECT coalesce(sum(greatest(s.weight, 1)), 0) AS used, min(s.started_at) AS oldest
+     LATERAL (SELECT coalesce(sum(s.weight), 0) AS used, min(s.started_at) AS oldest
               FROM pgqueue_starts AS s
               WHERE s.queue = p.name AND s.started_at > clock_timestamp() - p.rate_period) AS w,
      LATERAL (SELECT greatest(j.weight, 1) AS weight FROM pgqueue_jobs AS j

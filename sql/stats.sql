@@ -55,7 +55,7 @@ SELECT coalesce(j.queue, q.name),
                                   HAVING count(*) >= q.key_max_running) AS full_keys)
        ELSE 0 END,
        CASE WHEN q.rate_limit IS NOT NULL THEN
-           (SELECT coalesce(sum(greatest(s.weight, 1)), 0) FROM pgqueue_starts AS s
+           (SELECT coalesce(sum(s.weight), 0) FROM pgqueue_starts AS s
             WHERE s.queue = q.name AND s.started_at > clock_timestamp() - q.rate_period)
        ELSE 0 END
 FROM j
