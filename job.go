@@ -296,11 +296,12 @@ type entryRow struct {
 	key                       *string
 	weight                    int
 	place                     int
+	placeAtLeast              bool
 }
 
 // columns returns the scan destinations of an entry's columns, from status to weight, after
-// the queue (if withQueue) and id, whose destination is given, and before the place (if
-// withPlace): the column order of job.sql, unique_job.sql and list_*.sql.
+// the queue (if withQueue) and id, whose destination is given, and before the place and whether
+// it is a lower bound (if withPlace): the column order of job.sql, unique_job.sql and list_*.sql.
 func (r *entryRow) columns(withQueue bool, id any, withPlace bool) []any {
 	dest := make([]any, 0, 19)
 	if withQueue {
@@ -310,7 +311,7 @@ func (r *entryRow) columns(withQueue bool, id any, withPlace bool) []any {
 		&r.createdAt, &r.attemptedAt, &r.finishedAt, &r.payload, &r.errors, &r.uniqueKey,
 		&r.repeatRemaining, &r.repeatEveryUs, &r.lockedBy, &r.lockUntil, &r.metadata, &r.key, &r.weight)
 	if withPlace {
-		dest = append(dest, &r.place)
+		dest = append(dest, &r.place, &r.placeAtLeast)
 	}
 	return dest
 }
@@ -341,6 +342,10 @@ type JobEntry[T any] struct {
 	// Place is the job's place in its queue: 0 running, 1, 2, … waiting (available jobs in run
 	// order, then scheduled ones in due order), -1 finished.
 	Place int `json:"place"`
+	// PlaceAtLeast says that Place is a lower bound: a look-up by id (Queue.Job, Client.Job)
+	// counts at most PlaceCountMax jobs ahead of the job, so that a job deep in a queue of
+	// millions is found in milliseconds. Listings count every place exactly.
+	PlaceAtLeast bool `json:"place_at_least,omitempty"`
 	// PayloadError is set when the stored payload does not decode into T; Payload is then the
 	// zero value and RawPayload holds the stored JSON.
 	PayloadError error `json:"payload_error,omitempty"`
@@ -371,8 +376,9 @@ func decodeEntry[T any](queue string, r *entryRow) (*JobEntry[T], error) {
 			LockedBy:        deref(r.lockedBy),
 			LockUntil:       deref(r.lockUntil),
 		},
-		Place:      r.place,
-		RawPayload: r.payload,
+		Place:        r.place,
+		PlaceAtLeast: r.placeAtLeast,
+		RawPayload:   r.payload,
 	}
 	if err := decodeErrors(r.id, r.errors, &e.Errors); err != nil {
 		return nil, err

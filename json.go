@@ -60,12 +60,13 @@ type entryJSON[T any] struct {
 	jobJSON[T]
 	Payload      any    `json:"payload"`
 	Place        int    `json:"place"`
+	PlaceAtLeast bool   `json:"place_at_least,omitempty"`
 	PayloadError string `json:"payload_error,omitempty"`
 }
 
 // MarshalJSON writes the entry as a JSON object (see JobEntry).
 func (e JobEntry[T]) MarshalJSON() ([]byte, error) {
-	w := entryJSON[T]{jobJSON: e.wire(), Payload: e.Payload, Place: e.Place}
+	w := entryJSON[T]{jobJSON: e.wire(), Payload: e.Payload, Place: e.Place, PlaceAtLeast: e.PlaceAtLeast}
 	if e.PayloadError != nil {
 		w.Payload, w.PayloadError = e.RawPayload, e.PayloadError.Error()
 	}
@@ -81,7 +82,7 @@ func (e *JobEntry[T]) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	e.RepeatEvery = time.Duration(w.RepeatEvery)
-	e.Place, e.RawPayload, e.PayloadError = w.Place, raw, nil
+	e.Place, e.PlaceAtLeast, e.RawPayload, e.PayloadError = w.Place, w.PlaceAtLeast, raw, nil
 	var zero T
 	e.Payload = zero
 	if len(raw) > 0 {

@@ -235,8 +235,14 @@ func (s Status) finished() bool {
 	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
 }
 
+// PlaceCountMax is how many jobs ahead of a job a look-up by id counts at most: beyond, its
+// place is given as a lower bound (JobEntry.PlaceAtLeast). Counting reads the index entries of
+// the jobs ahead, so the bound keeps a look-up within milliseconds in a queue of millions.
+const PlaceCountMax = 10_000
+
 // Job returns one job of the queue with its place in line (see JobEntry.Place), or ErrNotFound.
-// The place of a waiting job is counted over the queue's indexes.
+// The place of a waiting job is counted over the queue's indexes, up to PlaceCountMax jobs
+// ahead.
 func (q *Queue[T]) Job(ctx context.Context, id ulid.ULID) (*JobEntry[T], error) {
 	r, err := lookUpJob(ctx, q.c.pool, id, q.name)
 	if err != nil {
@@ -248,7 +254,7 @@ func (q *Queue[T]) Job(ctx context.Context, id ulid.ULID) (*JobEntry[T], error) 
 // lookUpJob reads job id of queue, or of any queue when queue is empty, with its place; the
 // error is ErrNotFound if there is no such job.
 func lookUpJob(ctx context.Context, db querier, id ulid.ULID, queue string) (*entryRow, error) {
-	rows, err := db.Query(ctx, jobSQL, [16]byte(id), nullIfEmpty(queue))
+	rows, err := db.Query(ctx, jobSQL, [16]byte(id), nullIfEmpty(queue), PlaceCountMax)
 	if err != nil {
 		return nil, err
 	}

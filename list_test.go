@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -408,6 +409,45 @@ func TestNextQueuePlan(t *testing.T) {
 		t.Logf("%s: next_queue touched %v buffers", mode, hit+read)
 		if hit+read > 40 {
 			t.Fatalf("%s: next_queue touched %v buffers over 50,000 jobs:\n%s", mode, hit+read, plan)
+		}
+	}
+}
+
+// A look-up by id counts the jobs ahead exactly up to PlaceCountMax, across priorities and into
+// the scheduled jobs, and beyond it gives a lower bound and says so.
+func TestJobPlaceBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "deep")
+	ids := enqueueInts(t, q, PlaceCountMax+500, nil)
+	urgent := enqueueInts(t, q, 2, &EnqueueOptions{Priority: 5})
+	later := enqueueInts(t, q, 1, &EnqueueOptions{Delay: time.Hour})
+
+	for _, c := range []struct {
+		id      ulid.ULID
+		place   int
+		atLeast bool
+	}{
+		{urgent[0], 1, false},
+		{urgent[1], 2, false},
+		{ids[0], 3, false},
+		{ids[PlaceCountMax-3], PlaceCountMax, false},
+		{ids[PlaceCountMax-2], PlaceCountMax + 1, false},
+		{ids[PlaceCountMax+400], PlaceCountMax + 2, true}, // PlaceCountMax + 403 exactly
+		{later[0], PlaceCountMax + 2, true},
+	} {
+		e, err := b.client.Job(t.Context(), c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Place != c.place || e.PlaceAtLeast != c.atLeast {
+			t.Errorf("job %s: place %d (at least: %t), want %d (%t)", c.id, e.Place, e.PlaceAtLeast, c.place, c.atLeast)
+		}
+		if c.atLeast {
+			raw, _ := json.Marshal(e)
+			if !strings.Contains(string(raw), `"place_at_least":true`) {
+				t.Errorf("its JSON lacks place_at_least: %s", raw)
+			}
 		}
 	}
 }
