@@ -15,17 +15,17 @@ import (
 // funcs are the templates' helpers; each formats a value for reading, html/template escapes the
 // result.
 var funcs = template.FuncMap{
-	"pathseg":   url.PathEscape,
-	"query":     url.QueryEscape,
-	"when":      formatTime,
-	"ago":       formatAgo,
-	"dur":       formatDuration,
-	"place":     formatPlace,
-	"limits":    formatLimits,
-	"uuid":      func(id ulid.ULID) string { return pgqueue.FormatUUID(id) },
-	"sparkline": sparkline,
-	"num":       formatCount,
-	"num64":     func(n int64) string { return formatCount(int(n)) },
+	"pathseg":     url.PathEscape,
+	"query":       url.QueryEscape,
+	"when":        formatTime,
+	"ago":         formatAgo,
+	"dur":         formatDuration,
+	"place":       formatPlace,
+	"limits":      formatLimits,
+	"uuid":        func(id ulid.ULID) string { return pgqueue.FormatUUID(id) },
+	"sparkline":   sparkline,
+	"num":         formatCount,
+	"num64":       func(n int64) string { return formatCount(int(n)) },
 	"statusCount": statusCount,
 }
 

@@ -62,7 +62,6 @@ func newHub(parent context.Context, watch watchFunc, logger *slog.Logger, wg *sy
 		state: liveConnecting, stateText: "connecting…", finished: map[string]int{}}
 }
 
-
 // join adds a stream, starting the watch if none runs; ok is false once the hub is closed.
 func (h *hub) join() (s *stream, ok bool) {
 	h.mu.Lock()

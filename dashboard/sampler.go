@@ -32,9 +32,9 @@ type sampler struct {
 	}
 
 	mu     sync.RWMutex
-	size   int                  // samples kept per queue
-	ticks  int                  // samples taken so far; the latest is at (ticks-1) % size
-	series map[string]*history  // by queue
+	size   int                 // samples kept per queue
+	ticks  int                 // samples taken so far; the latest is at (ticks-1) % size
+	series map[string]*history // by queue
 }
 
 // history is one queue's samples, by position in the ring; NaN where there is none.
