@@ -114,7 +114,7 @@ type charts struct {
 
 // chartPoints is how many points a sparkline draws at most: samples are merged into as many
 // buckets.
-const chartPoints = 90
+const chartPoints = 60
 
 // charts returns queue's history, oldest first, merged into at most chartPoints buckets.
 func (s *sampler) charts(queue string) charts {
