@@ -46,3 +46,32 @@ func TestSparkline(t *testing.T) {
 		t.Errorf("an empty chart: %s", svg)
 	}
 }
+
+// TestThroughputCounted: jobs finishing while the watch runs are counted in the sample that
+// follows; before the watch delivered, the sample is a gap.
+func TestThroughputCounted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &Options{SampleEvery: time.Hour, History: 100 * time.Hour}) // the test takes the samples itself
+	q := queue(t, b.client, "emails")
+	enqueue(t, q, `{}`, nil)
+	b.h.sampler.sample(t.Context()) // no watch yet: a gap
+	events := openStream(t, t.Context(), b)
+	waitEvent(t, events, "live status", func(ev event) bool {
+		return ev.name == "status" && strings.Contains(ev.data, `"state":"live"`)
+	})
+	b.h.sampler.sample(t.Context()) // the watch ran for part of this interval: a gap
+	for range 4 {
+		enqueue(t, q, `{}`, nil)
+	}
+	failJobs(t, b.client, q, 5, "boom")
+	waitFor(t, "the watch to see 5 jobs fail", func() bool {
+		b.h.hub.mu.Lock()
+		defer b.h.hub.mu.Unlock()
+		return b.h.hub.finished["emails"] == 5
+	})
+	b.h.sampler.sample(t.Context())
+	tp := b.h.sampler.charts("emails").Throughput.Values
+	if len(tp) != 3 || !math.IsNaN(tp[0]) || !math.IsNaN(tp[1]) || tp[2] != 5/time.Hour.Seconds() {
+		t.Errorf("throughput %v, want [NaN NaN %g]", tp, 5/time.Hour.Seconds())
+	}
+}
