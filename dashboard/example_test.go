@@ -12,7 +12,7 @@ import (
 // The dashboard mounted under /pgqueue/ of an application's mux, behind the application's own
 // authentication, with payloads shown to admins only.
 func ExampleNew() {
-	var client *pgqueue.Client // the application's client
+	var client *pgqueue.Client                                                         // the application's client
 	isAdmin := func(r *http.Request) bool { return r.Header.Get("X-Role") == "admin" } // the app's own check
 
 	h, err := dashboard.New(client, &dashboard.Options{
