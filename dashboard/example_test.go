@@ -12,8 +12,9 @@ import (
 // The dashboard mounted under /pgqueue/ of an application's mux, behind the application's own
 // authentication, with payloads shown to admins only.
 func ExampleNew() {
-	var client *pgqueue.Client                                                         // the application's client
-	isAdmin := func(r *http.Request) bool { return r.Header.Get("X-Role") == "admin" } // the app's own check
+	var client *pgqueue.Client // the application's client
+	// The application's own check of the signed-in user.
+	isAdmin := func(r *http.Request) bool { return r.Header.Get("X-Role") == "admin" }
 
 	h, err := dashboard.New(client, &dashboard.Options{
 		Authorize: func(r *http.Request, a dashboard.Action) error {
