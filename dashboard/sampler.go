@@ -20,8 +20,8 @@ import (
 // sees finish (completed, failed or cancelled, named in the workers' notifications), and only
 // for the intervals the watch ran throughout — while a page of the dashboard was open, plus a
 // short linger. Other intervals are gaps in the chart, not zeros: the chart never claims that
-// nothing ran when it was not looking. A notification of more than 200 jobs names none; such
-// batches are not counted, so at very high rates the chart reads low.
+// nothing ran when it was not looking. (Workers name every job they settle in their
+// notifications while a watch runs, so the count is exact for those intervals.)
 
 // sampler keeps the recent history of every queue.
 type sampler struct {
