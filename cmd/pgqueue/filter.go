@@ -34,7 +34,7 @@ func (f *filterFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.finishedUntil, "finished-until", "", "finished before this time")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "only count the jobs that match")
-	fl.IntVar(&f.batch, "batch", 1000, "jobs per transaction")
+	fl.IntVar(&f.batch, "batch", pgqueue.BulkBatchSizeDefault, fmt.Sprintf("jobs per transaction, at most %d", pgqueue.BulkBatchSizeMax))
 	_ = cmd.RegisterFlagCompletionFunc("status", completeStatuses)
 }
 
