@@ -86,7 +86,7 @@ Output is for people by default; --json prints JSON for scripts instead.
 	root.AddCommand(a.groupCommands("jobs", a.queuesCommand(), a.jobsCommand(), a.jobCommand(),
 		a.enqueueCommand(), a.pauseCommand(), a.resumeCommand(),
 		a.bulkCommand(retryAction), a.bulkCommand(cancelAction), a.bulkCommand(deleteAction),
-		a.schedulesCommand(), a.limitsCommand(), a.topCommand())...)
+		a.schedulesCommand(), a.limitsCommand(), a.topCommand(), a.uiCommand())...)
 	return root
 }
 
