@@ -224,7 +224,10 @@ the database's schema is at (0: no pgqueue tables there).
 				return writeJSON(a.std.out, v)
 			}
 			fmt.Fprintf(a.std.out, "pgqueue schema version: %d\ndatabase schema version: %d", v.SchemaVersion, v.DatabaseSchemaVersion)
-			if !v.UpToDate {
+			switch {
+			case v.DatabaseSchemaVersion > v.SchemaVersion:
+				fmt.Fprint(a.std.out, " (newer than this command knows: use a newer pgqueue command)")
+			case !v.UpToDate:
 				fmt.Fprint(a.std.out, " (run: pgqueue migrate up)")
 			}
 			fmt.Fprintln(a.std.out)
