@@ -78,9 +78,7 @@ refuses with exit code 4. --dry-run only counts. Times are durations before now
 (1h, 30m) or RFC 3339 times.
 
 --json by id: [{"id": "...", "result": "` + act.past + `"}, {"id": "...", "error": "..."}]
---json by filter: {"matched": N, "` + act.past + `": N} ("` + act.past + `" left out with --dry-run)
-
-` + exitCodesHelp,
+--json by filter: {"matched": N, "` + act.past + `": N} ("` + act.past + `" left out with --dry-run)`,
 		Example: fmt.Sprintf(`  pgqueue %[1]s 01JDQ7Z3N2X8W5V0K4R6T9M1CE 01JDQ7Z3N2X8W5V0K4R6T9M1CF
   pgqueue %[1]s --queue emails --status %[2]s --since 1h
   pgqueue %[1]s --status %[2]s --finished-until 24h --yes`, act.verb, act.filterStatus),

@@ -89,6 +89,9 @@ func parseTimeFlag(s string, now time.Time) (time.Time, error) {
 
 // bulkByFilter counts the jobs f matches, asks for confirmation, and runs act on them.
 func (a *app) bulkByFilter(ctx context.Context, act *bulkAction, f *filterFlags) error {
+	if _, err := f.filter(time.Now()); err != nil {
+		return err // before connecting: a usage error is a usage error with any database
+	}
 	client, err := a.client(ctx)
 	if err != nil {
 		return err

@@ -34,6 +34,9 @@ change those limits and keep the others; 0 (or "none" for a rate) removes one,
   pgqueue limits emails --key-max-running 1 --key-rate none`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := applyLimitFlags(cmd.Flags(), pgqueue.Limits{}, clear); err != nil {
+				return err // before connecting: a usage error is a usage error with any database
+			}
 			q, err := a.queue(cmd.Context(), args[0])
 			if err != nil {
 				return err

@@ -37,7 +37,7 @@ func run(ctx context.Context, args []string, std *streams) int {
 	defer a.close()
 	root := a.rootCommand()
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, std *streams) int {
 		fmt.Fprintln(std.err, "To migrate the schema with this command: pgqueue migrate up (see 'pgqueue migrate --help').")
 	}
 	if code == exitUsage {
-		fmt.Fprintf(std.err, "Run 'pgqueue --help' for usage.\n")
+		fmt.Fprintf(std.err, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
 }
@@ -67,12 +67,12 @@ Connection: --database-url, else $DATABASE_URL, else libpq's PG* variables
 (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, ...). --schema names the schema
 pgqueue's tables live in (default: the first schema of the role's search_path).
 
-Output is for people by default; --json prints JSON for scripts instead.
-
-` + exitCodesHelp,
+Output is for people by default; --json prints JSON for scripts instead, in
+the shapes each command's help gives.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetHelpTemplate(root.HelpTemplate() + "\n" + exitCodesHelp + "\n")
 	root.SetIn(a.std.in)
 	root.SetOut(a.std.out)
 	root.SetErr(a.std.err)
