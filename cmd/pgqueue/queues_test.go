@@ -97,7 +97,8 @@ func TestSchedules(t *testing.T) {
 	var schedules []scheduleJSON
 	e.okJSON(&schedules, "schedules")
 	if len(schedules) != 1 || schedules[0].Queue != "reports" || schedules[0].Name != "nightly" ||
-		schedules[0].Spec != "@every 1h0m0s" || !schedules[0].Recorded || schedules[0].Handled.IsZero() {
+		schedules[0].Spec != "@every 1h0m0s" || !schedules[0].Recorded || schedules[0].Handled.IsZero() ||
+		!schedules[0].Next.After(schedules[0].Handled) {
 		t.Errorf("schedules --json: %+v", schedules)
 	}
 }

@@ -16,6 +16,7 @@ type scheduleJSON struct {
 	Spec     string    `json:"spec"`
 	Last     time.Time `json:"last,omitzero"`
 	Handled  time.Time `json:"handled,omitzero"`
+	Next     time.Time `json:"next,omitzero"`
 	Updated  time.Time `json:"updated,omitzero"`
 	Recorded bool      `json:"recorded"`
 }
@@ -27,11 +28,13 @@ func (a *app) schedulesCommand() *cobra.Command {
 		Short: "List the periodic jobs recorded in the database",
 		Long: `List the periodic jobs (Worker.AddPeriodic) recorded in the database, by queue
 and name: the schedule, the latest occurrence enqueued, and the occurrence up to
-which the schedule is handled. A schedule that no process declares any more
+which the schedule is handled, and the next one due (from the schedule recorded:
+this command declares none). A schedule that no process declares any more
 stays listed until it is deleted.
 
 --json: [{"queue": "reports", "name": "nightly", "spec": "0 3 * * *",
-"last": "...", "handled": "...", "updated": "...", "recorded": true}, ...]`,
+"last": "...", "handled": "...", "next": "...", "updated": "...",
+"recorded": true}, ...] (times left out when unknown)`,
 		Example: "  pgqueue schedules",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,9 +54,9 @@ stays listed until it is deleted.
 				return nil
 			}
 			now := time.Now()
-			t := newTable(a.std.out, "QUEUE", "NAME", "SCHEDULE", "LAST RUN", "HANDLED UP TO", "UPDATED")
+			t := newTable(a.std.out, "QUEUE", "NAME", "SCHEDULE", "LAST RUN", "HANDLED UP TO", "NEXT RUN", "UPDATED")
 			for _, s := range schedules {
-				t.row(s.Queue, s.Name, s.Spec, humanTime(s.Last, now), humanTime(s.Handled, now), humanTime(s.Updated, now))
+				t.row(s.Queue, s.Name, s.Spec, humanTime(s.Last, now), humanTime(s.Handled, now), humanTime(s.Next, now), humanTime(s.Updated, now))
 			}
 			return t.flush()
 		},
@@ -64,7 +67,7 @@ stays listed until it is deleted.
 func schedulesJSON(schedules []pgqueue.Schedule) []scheduleJSON {
 	out := make([]scheduleJSON, 0, len(schedules))
 	for _, s := range schedules {
-		out = append(out, scheduleJSON{s.Queue, s.Name, s.Spec, s.Last, s.Handled, s.Updated, s.Recorded})
+		out = append(out, scheduleJSON{s.Queue, s.Name, s.Spec, s.Last, s.Handled, s.Next, s.Updated, s.Recorded})
 	}
 	return out
 }
