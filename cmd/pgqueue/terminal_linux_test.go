@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,5 +148,25 @@ func TestTopQuitsOnQ(t *testing.T) {
 	}
 	if code := waitCode(t, done, term); code != 0 {
 		t.Fatalf("top: exit %d:\n%s", code, term.seen.String())
+	}
+}
+
+func TestEnqueueFileProgressOnATerminal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	file := filepath.Join(t.TempDir(), "jobs.jsonl")
+	if err := os.WriteFile(file, []byte(strings.Repeat("{}\n", 3000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	term := openTerminal(t)
+	cmd := e.command("enqueue", "emails", "--file", file)
+	var stdout syncBuffer
+	cmd.Stdout = &stdout
+	if code := waitCode(t, term.start(t, cmd), term); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, term.seen.String())
+	}
+	waitFor(t, "the progress count", func() bool { return strings.Contains(term.seen.String(), "enqueued 3000 (") })
+	if stdout.String() != "3000 jobs enqueued in emails\n" {
+		t.Errorf("stdout %q", stdout.String())
 	}
 }
