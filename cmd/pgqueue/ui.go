@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgqueue/pgqueue/dashboard"
+)
+
+// shutdownTimeout bounds how long ui waits for requests in flight when it stops.
+const shutdownTimeout = 5 * time.Second
+
+// uiCommand is "ui".
+func (a *app) uiCommand() *cobra.Command {
+	var addr string
+	var readOnly bool
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Serve the web dashboard",
+		Long: `Serve pgqueue's web dashboard: the queues with their counts, throughput and
+wait, a queue's jobs, a job's payload and errors, and actions on jobs one by one
+or by filter, updated live. It listens on 127.0.0.1:8080 by default; it has no
+login of its own, so keep it on a loopback address (or behind a proxy that
+authenticates). --read-only serves it without any action. Runs until Ctrl-C or
+a signal.
+
+Prints the address it serves once it listens (--json: one line, {"url": "http://..."}).`,
+		Example: "  pgqueue ui\n  pgqueue ui --addr 127.0.0.1:9000 --read-only",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.serveUI(cmd.Context(), addr, readOnly)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one)")
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "show everything, change nothing")
+	return cmd
+}
+
+// serveUI serves the dashboard on addr until ctx ends.
+func (a *app) serveUI(ctx context.Context, addr string, readOnly bool) error {
+	client, err := a.client(ctx)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(a.std.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := dashboard.New(client, &dashboard.Options{ReadOnly: readOnly, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	a.announceUI(ln.Addr().(*net.TCPAddr), readOnly)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	// The event streams never go idle: end them first (Close), so that Shutdown need not wait.
+	h.Close()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	if served := <-served; !errors.Is(served, http.ErrServerClosed) {
+		return served
+	}
+	return err
+}
+
+// announceUI prints the dashboard's URL, and a warning when it is reachable from other machines.
+func (a *app) announceUI(addr *net.TCPAddr, readOnly bool) {
+	url := "http://" + addr.String() + "/"
+	if a.json {
+		_ = writeJSONLine(a.std.out, map[string]string{"url": url}) // a closed stdout does not stop serving
+	} else {
+		mode := ""
+		if readOnly {
+			mode = " (read-only)"
+		}
+		fmt.Fprintf(a.std.out, "serving the dashboard on %s%s; Ctrl-C stops\n", url, mode)
+	}
+	if !addr.IP.IsLoopback() {
+		fmt.Fprintf(a.std.err, "warning: %s is reachable from other machines, and the dashboard has no login of its own\n", addr)
+	}
+}
