@@ -1,23 +1,18 @@
 package pgqueue
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // testDSN is the database every test makes its own schema in.
@@ -31,146 +26,33 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	dsn, stop, err := testDatabase()
+	dsn, stop, err := testenv.Database()
 	if err != nil {
-		fmt.Fprint(os.Stderr, noDatabaseMessage(err))
+		fmt.Fprint(os.Stderr, testenv.NoDatabaseMessage(err))
 		return 1
 	}
 	testDSN = dsn
 	code := m.Run()
 	stop()
-	if code == 0 && !checkLeaks(func(format string, args ...any) { fmt.Fprintf(os.Stderr, format, args...) }) {
+	if code == 0 && !testenv.CheckLeaks(func(format string, args ...any) { fmt.Fprintf(os.Stderr, format, args...) }) {
 		return 1
 	}
 	return code
 }
 
-// noDatabaseMessage says that the tests found no database, why, and how to provide one.
-func noDatabaseMessage(err error) string {
-	return fmt.Sprintf(`pgqueue tests need PostgreSQL and found none: %v
-
-Provide one of:
-  PGQUEUE_TEST_DATABASE_URL=postgres://user@host:5432/db?sslmode=disable  (tests create and drop schemas in it)
-  DATABASE_URL=...                                                         (used when the first is unset)
-  a Docker engine, which testcontainers-go uses to start postgres:16-alpine
-`, err)
-}
-
-// testDatabase returns the DSN of the test database, and a function that releases it: the one
-// PGQUEUE_TEST_DATABASE_URL or DATABASE_URL names, or else a container.
-func testDatabase() (string, func(), error) {
-	for _, name := range []string{"PGQUEUE_TEST_DATABASE_URL", "DATABASE_URL"} {
-		if dsn := os.Getenv(name); dsn != "" {
-			return dsn, func() {}, nil
-		}
-	}
-	dsn, stop, err := startContainer(containerModule, nil)
-	if err != nil {
-		return "", nil, fmt.Errorf("PGQUEUE_TEST_DATABASE_URL and DATABASE_URL are unset, and no container could be started: %w", err)
-	}
-	return dsn, stop, nil
-}
-
-// containerModule is the directory of the module whose command ./cmd/testdb starts a PostgreSQL
-// container with testcontainers-go, prints its URL, and stops it when its standard input closes.
-// The tests run that command rather than import testcontainers-go: this module's requirements
-// are part of the module graph of every application that imports pgqueue, and testcontainers-go
-// would bring Docker's client and dozens of modules into it.
-const containerModule = "pgqueuetest"
-
-// containerStartTimeout bounds building the command and starting the container.
-const containerStartTimeout = 5 * time.Minute
-
-// startContainer runs ./cmd/testdb of the module in dir, with env added to the environment, and
-// returns the URL it prints and a function that stops it (closing its standard input).
-func startContainer(dir string, env []string) (string, func(), error) {
-	cmd := exec.Command("go", "run", "./cmd/testdb")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("go run ./cmd/testdb in %s: %w", dir, err)
-	}
-	stop := func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	}
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- strings.TrimSpace(s)
-	}()
-	select {
-	case dsn := <-line:
-		if dsn != "" {
-			return dsn, stop, nil
-		}
-	case <-time.After(containerStartTimeout):
-		_ = cmd.Process.Kill()
-	}
-	stop()
-	return "", nil, fmt.Errorf("go run ./cmd/testdb in %s printed no URL: %s", dir, strings.TrimSpace(stderr.String()))
-}
-
 // randomName returns prefix followed by 12 random hex digits.
-func randomName(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
+func randomName(prefix string) string { return testenv.RandomName(prefix) }
 
 // newSchema creates an empty schema for the test and drops it when the test ends.
 func newSchema(t testing.TB) string {
 	t.Helper()
-	schema := randomName("pgqueue_test_")
-	conn, err := pgx.Connect(t.Context(), testDSN)
-	if err != nil {
-		t.Fatalf("connect to the test database: %v", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, testDSN)
-		if err != nil {
-			t.Errorf("connect to drop schema: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	return schema
+	return testenv.NewSchema(t, testDSN)
 }
 
 // newPool returns a pool whose connections use schema; it is closed when the test ends.
 func newPool(t testing.TB, schema string, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testDSN)
-	if err != nil {
-		t.Fatalf("parse test DSN: %v", err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatalf("pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return testenv.Pool(t, testDSN, schema, maxConns)
 }
 
 // migrate applies the migrations in the pool's schema.
@@ -336,22 +218,4 @@ func runWorkers(t testing.TB, c *Client, workers ...AnyWorker) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-// TestNoDatabaseMessage starts the tests' container fallback where no Docker engine can be
-// reached, and checks that the failure says why and how to provide a database.
-func TestNoDatabaseMessage(t *testing.T) {
-	t.Parallel()
-	_, stop, err := startContainer(containerModule, []string{
-		"DOCKER_HOST=unix:///nonexistent/docker.sock", "TESTCONTAINERS_RYUK_DISABLED=true"})
-	if err == nil {
-		stop()
-		t.Fatal("a container started without a Docker engine")
-	}
-	msg := noDatabaseMessage(err)
-	for _, want := range []string{"printed no URL", "testdb:", "PGQUEUE_TEST_DATABASE_URL=postgres://", "DATABASE_URL=", "Docker engine"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("the message lacks %q:\n%s", want, msg)
-		}
-	}
 }
