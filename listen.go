@@ -326,7 +326,12 @@ func (l *listener) wakeAll(resync bool) {
 	}
 }
 
-// subscribers returns the subscriptions to queue, or to every queue if queue is empty.
+// everyQueue is the queue a subscription to every queue's messages names (Client.Watch); no
+// queue name can be it.
+const everyQueue = "*"
+
+// subscribers returns the subscriptions to queue's messages — those to queue and those to
+// everyQueue — or, if queue is empty, every subscription.
 func (l *listener) subscribers(queue string) []*subscription {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -338,6 +343,7 @@ func (l *listener) subscribers(queue string) []*subscription {
 	}
 	if queue != "" {
 		add(l.subs[queue])
+		add(l.subs[everyQueue])
 		return subs
 	}
 	for _, qs := range l.subs {

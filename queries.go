@@ -114,4 +114,6 @@ var (
 	updatePayloadSQL string
 	//go:embed sql/watch.sql
 	watchSQL string
+	//go:embed sql/watch_all.sql
+	watchAllSQL string
 )

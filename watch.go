@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -73,26 +74,47 @@ const watchTTL = time.Minute
 // The channel closes when ctx ends or the client is closed. It survives reconnects of the listener, after which it
 // delivers ChangeResync; so it does if the reader falls more than 1024 changes behind.
 func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
-	if q.c.closed.Load() {
+	return q.c.watch(ctx, q.name)
+}
+
+// Watch returns a channel of the changes of every queue of the client's schema, as Queue.Watch
+// does for one: each Change names its queue, and a ChangeResync, which concerns every queue, has
+// an empty Queue. It blocks and fails as Queue.Watch does.
+//
+// While it is open, every queue counts as watched, so that workers announce the jobs they start
+// and settle: the queues known when it starts and at each renewal (every 20 s: those with jobs or
+// settings), and a new queue as soon as its first notification (an enqueue) is seen — starts
+// within that moment may go unannounced. Dashboards use it.
+func (c *Client) Watch(ctx context.Context) (<-chan Change, error) {
+	return c.watch(ctx, everyQueue)
+}
+
+// watch starts a Watch of queue, or of every queue if queue is everyQueue.
+func (c *Client) watch(ctx context.Context, queue string) (<-chan Change, error) {
+	name := queue
+	if queue == everyQueue {
+		name = "every queue"
+	}
+	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	if !q.c.listener.enabled {
-		return nil, fmt.Errorf("pgqueue: watch %s: needs LISTEN; give Config.ListenConnString", q.name)
+	if !c.listener.enabled {
+		return nil, fmt.Errorf("pgqueue: watch %s: needs LISTEN; give Config.ListenConnString", name)
 	}
-	w := &watch{c: q.c, queue: q.name, buf: make(chan Change, 1024)}
+	w := &watch{c: c, queue: queue, name: name, buf: make(chan Change, 1024)}
 	if err := w.renew(ctx); err != nil {
 		return nil, err
 	}
 	// The first change is a resync, also when the listener was listening already: the listener
 	// delivers one only when it reconnects.
-	w.buf <- Change{Kind: ChangeResync, Queue: q.name}
-	w.sub = q.c.listener.subscribe(q.name, w.onMessage)
-	if err := q.c.listener.waitListening(ctx, q.c.done); err != nil {
+	w.buf <- Change{Kind: ChangeResync, Queue: w.changeQueue(queue)}
+	w.sub = c.listener.subscribe(queue, w.onMessage)
+	if err := c.listener.waitListening(ctx, c.done); err != nil {
 		w.sub.close()
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}
-		return nil, wrapf(err, "watch %s", q.name)
+		return nil, wrapf(err, "watch %s", name)
 	}
 	if !w.register() {
 		w.sub.close()
@@ -106,10 +128,12 @@ func (q *Queue[T]) Watch(ctx context.Context) (<-chan Change, error) {
 // watch is one Watch call: the queue's changes wait in buf until the reader takes them.
 type watch struct {
 	c      *Client
-	queue  string
+	queue  string // the queue watched, or everyQueue
+	name   string // the queue as errors and logs name it
 	buf    chan Change
 	missed atomic.Bool // buf was full: the reader is owed a resync
 	sub    *subscription
+	known  map[string]bool // of a watch of every queue: the queues recorded as watched
 }
 
 // onMessage turns a message of the queue into a change. It runs on the listener's goroutine, so
@@ -120,7 +144,7 @@ func (w *watch) onMessage(m message) {
 		return
 	}
 	select {
-	case w.buf <- Change{Kind: kind, Queue: m.queue, JobIDs: m.ids}:
+	case w.buf <- Change{Kind: kind, Queue: w.changeQueue(m.queue), JobIDs: m.ids}:
 	default:
 		w.missed.Store(true)
 	}
@@ -155,13 +179,14 @@ func (w *watch) forward(ctx context.Context, out chan<- Change) {
 			return
 		case <-renew.C:
 			if err := w.renew(ctx); err != nil && ctx.Err() == nil {
-				w.c.cfg.Logger.Warn("pgqueue: renew watch", "queue", w.queue, "error", err)
+				w.c.cfg.Logger.Warn("pgqueue: renew watch", "queue", w.name, "error", err)
 			}
 			continue
 		case c = <-w.buf:
 		}
+		w.learn(ctx, c)
 		if w.missed.Swap(false) {
-			c = Change{Kind: ChangeResync, Queue: w.queue}
+			c = Change{Kind: ChangeResync, Queue: w.changeQueue(w.queue)}
 		}
 		select {
 		case <-ctx.Done():
@@ -173,10 +198,48 @@ func (w *watch) forward(ctx context.Context, out chan<- Change) {
 	}
 }
 
-// renew records that the queue is watched for another watchTTL.
+// changeQueue is the Queue of a change of queue: empty for everyQueue, which the listener names
+// in the resyncs it delivers to a watch of every queue.
+func (w *watch) changeQueue(queue string) string {
+	if queue == everyQueue {
+		return ""
+	}
+	return queue
+}
+
+// renew records that the queue is watched for another watchTTL; a watch of every queue records
+// every queue known, and learns their names.
 func (w *watch) renew(ctx context.Context) error {
-	if _, err := w.c.pool.Exec(ctx, watchSQL, w.queue, watchTTL.Milliseconds()); err != nil {
-		return wrapf(err, "watch %s", w.queue)
+	if w.queue != everyQueue {
+		if _, err := w.c.pool.Exec(ctx, watchSQL, w.queue, watchTTL.Milliseconds()); err != nil {
+			return wrapf(err, "watch %s", w.queue)
+		}
+		return nil
+	}
+	rows, err := w.c.pool.Query(ctx, watchAllSQL, watchTTL.Milliseconds())
+	if err != nil {
+		return wrapf(err, "watch every queue")
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return wrapf(err, "watch every queue")
+	}
+	w.known = make(map[string]bool, len(names))
+	for _, n := range names {
+		w.known[n] = true
 	}
 	return nil
+}
+
+// learn records a queue that a watch of every queue has not recorded yet, seen in change c, as
+// watched: its workers announce what they start and settle from then on. A failure is logged;
+// the next renewal records the queue.
+func (w *watch) learn(ctx context.Context, c Change) {
+	if w.queue != everyQueue || c.Queue == "" || w.known[c.Queue] {
+		return
+	}
+	w.known[c.Queue] = true
+	if _, err := w.c.pool.Exec(ctx, watchSQL, c.Queue, watchTTL.Milliseconds()); err != nil && ctx.Err() == nil {
+		w.c.cfg.Logger.Warn("pgqueue: watch", "queue", c.Queue, "error", err)
+	}
 }

@@ -234,3 +234,59 @@ func TestWatchResyncsOncePerConnection(t *testing.T) {
 	b.exec("SELECT pg_terminate_backend($1)", int32(b.client.listener.pid.Load()))
 	expect(q.Resume, ChangeResumed)
 }
+
+// A watch of every queue reports the changes of queues that existed when it started and of a
+// queue whose first job comes later: its workers announce starts and outcomes once the watch has
+// seen the enqueue. Its resyncs name no queue.
+func TestClientWatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	old := newQueue[int](t, b.client, "old")
+	if _, err := old.Enqueue(t.Context(), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	changes, err := b.client.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := nextChange(t, changes, ChangeResync); c.Queue != "" {
+		t.Fatalf("the first resync names queue %q", c.Queue)
+	}
+	if err := old.Pause(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if c := nextChange(t, changes, ChangePaused); c.Queue != "old" {
+		t.Fatalf("pause of %q reported", c.Queue)
+	}
+
+	// The new queue's first enqueue makes the watch record it; the jobs after it are announced.
+	fresh := newQueue[int](t, b.client, "fresh")
+	if _, err := fresh.Enqueue(t.Context(), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := nextChange(t, changes, ChangeEnqueued); c.Queue != "fresh" {
+		t.Fatalf("enqueue into %q reported", c.Queue)
+	}
+	waitFor(t, 10*time.Second, "the new queue to be recorded as watched", func() bool {
+		var watched bool
+		err := b.pool.QueryRow(t.Context(), "SELECT watched_until > now() FROM pgqueue_queues WHERE name = 'fresh'").Scan(&watched)
+		return err == nil && watched
+	})
+	wq := newQueue[int](t, b.newClient(), "fresh")
+	startWorker(t, must(wq.NewWorker(func(context.Context, *Job[int]) error { return nil }, nil)))
+	job, err := fresh.Enqueue(t.Context(), 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := nextChange(t, changes, ChangeCompleted); !hasID(c.JobIDs, job.ID); c = nextChange(t, changes, ChangeCompleted) {
+		if c.Queue != "fresh" {
+			t.Fatalf("completion in %q reported", c.Queue)
+		}
+	}
+
+	checkWatchSurvivesListenerKill(t, b, fresh, changes)
+	cancel()
+	for range changes {
+	}
+}

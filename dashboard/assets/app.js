@@ -1,0 +1,60 @@
+// pgqueue dashboard: live updates. The page listens to the dashboard's event stream; on a change
+// of its queue (or of any, on the overview) it refetches its own URL with ?fragment=1 and swaps
+// the live region's content in. One fetch at a time; changes meanwhile cause one more.
+(function () {
+  "use strict";
+  var indicator = document.querySelector('[data-testid="live-status"]');
+  var region = document.querySelector("[data-live]");
+  var body = document.body;
+  function setStatus(state, text) {
+    if (!indicator) return;
+    indicator.setAttribute("data-state", state);
+    indicator.textContent = text;
+  }
+  if (!region || !window.EventSource || !window.fetch) return;
+  var pageQueue = body.getAttribute("data-queue") || "";
+  var refreshes = 0, busy = false, again = false;
+
+  function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    var url = new URL(window.location.href);
+    url.searchParams.set("fragment", "1");
+    fetch(url.toString(), { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.text();
+      })
+      .then(function (html) {
+        var active = document.activeElement;
+        var focusID = active && region.contains(active) ? active.id : "";
+        region.innerHTML = html;
+        refreshes++;
+        region.setAttribute("data-refreshes", String(refreshes));
+        if (focusID) {
+          var el = document.getElementById(focusID);
+          if (el) el.focus();
+        }
+      })
+      .catch(function () { /* the next change or resync tries again */ })
+      .then(function () {
+        busy = false;
+        if (again) { again = false; refresh(); }
+      });
+  }
+
+  setStatus("connecting", "connecting…");
+  var events = new EventSource(body.getAttribute("data-events"));
+  events.addEventListener("status", function (e) {
+    var d = JSON.parse(e.data);
+    setStatus(d.state, d.text);
+  });
+  events.addEventListener("change", function (e) {
+    var d = JSON.parse(e.data);
+    if (d.resync || !pageQueue || (d.queues || []).indexOf(pageQueue) >= 0) refresh();
+  });
+  events.addEventListener("error", function () {
+    setStatus("reconnecting", "reconnecting…");
+  });
+  window.addEventListener("pagehide", function () { events.close(); });
+})();

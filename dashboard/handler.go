@@ -1,0 +1,122 @@
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"sync"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+//go:embed assets templates
+var files embed.FS
+
+// Handler serves the dashboard. It is safe for concurrent use. Make one with New and Close it
+// when it is no longer served.
+type Handler struct {
+	client  *pgqueue.Client
+	opts    Options
+	mux     *http.ServeMux
+	pages   *pages
+	hub     *hub
+	sampler *sampler
+	csrf    *http.CrossOriginProtection
+
+	ctx    context.Context // ends at Close: ends the event streams and background goroutines
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the sampler's and the hub's goroutines
+	once   sync.Once
+}
+
+// New returns a Handler showing client's schema. A nil opts means defaults; New checks opts and
+// parses the templates, and does no I/O. It starts one goroutine, which reads every queue's stats
+// each Options.SampleEvery for the charts, until Close. The client must stay open while the
+// Handler is served; live updates need the client to LISTEN (no Config.TransactionPooler without
+// Config.ListenConnString).
+func New(client *pgqueue.Client, opts *Options) (*Handler, error) {
+	if client == nil {
+		return nil, errors.New("dashboard: New needs a client")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	csrf := http.NewCrossOriginProtection()
+	for _, origin := range o.TrustedOrigins {
+		if err := csrf.AddTrustedOrigin(origin); err != nil {
+			return nil, fmt.Errorf("dashboard: Options.TrustedOrigins: %w", err)
+		}
+	}
+	p, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{client: client, opts: o, pages: p, csrf: csrf}
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, http.StatusForbidden, "Refused: a request from another site cannot change anything here.")
+	}))
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.hub = newHub(h.ctx, watchAll(client), o.Logger, &h.wg)
+	h.sampler = newSampler(client, h.hub, o)
+	h.routes()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.sampler.run(h.ctx)
+	}()
+	return h, nil
+}
+
+// Close stops the Handler's goroutines — the sampler, the watch and the event streams it feeds,
+// which end their responses — and returns once they have ended. Pages served after Close still
+// render, without charts or live updates. Close is idempotent.
+func (h *Handler) Close() {
+	h.once.Do(func() {
+		h.cancel()
+		h.hub.close()
+		h.wg.Wait()
+	})
+}
+
+// ServeHTTP serves the dashboard's pages, assets, event stream and actions.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	// The pages load only their own assets and run no inline script or style; no site may frame
+	// them (clickjacking).
+	hdr.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; "+
+		"img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("X-Frame-Options", "DENY")
+	hdr.Set("Referrer-Policy", "same-origin")
+	h.mux.ServeHTTP(w, r)
+}
+
+// routes registers every route on h.mux. State changes are POST only and pass the cross-origin
+// check; in read-only mode they are refused whatever they are.
+func (h *Handler) routes() {
+	h.mux = http.NewServeMux()
+	assets, _ := fs.Sub(files, "assets")
+	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	h.mux.HandleFunc("GET /{$}", h.viewing(h.overview))
+	h.mux.HandleFunc("GET /queues/{queue}", h.viewing(h.queuePage))
+	h.mux.HandleFunc("GET /jobs", h.viewing(h.findJob))
+	h.mux.HandleFunc("GET /jobs/{id}", h.viewing(h.jobPage))
+	h.mux.HandleFunc("GET /bulk", h.viewing(h.bulkPage))
+	h.mux.HandleFunc("GET /events", h.viewing(h.events))
+
+	h.mux.Handle("POST /queues/{queue}/pause", h.changing(ActionPause, h.pause))
+	h.mux.Handle("POST /queues/{queue}/resume", h.changing(ActionResume, h.resume))
+	h.mux.Handle("POST /queues/{queue}/limits", h.changing(ActionSetLimits, h.setLimits))
+	h.mux.Handle("POST /jobs/{id}/retry", h.changing(ActionRetry, h.jobAction(ActionRetry)))
+	h.mux.Handle("POST /jobs/{id}/cancel", h.changing(ActionCancel, h.jobAction(ActionCancel)))
+	h.mux.Handle("POST /jobs/{id}/delete", h.changing(ActionDelete, h.jobAction(ActionDelete)))
+	h.mux.Handle("POST /bulk", h.changing("", h.bulkRun)) // the action is in the form: bulkRun asks
+}

@@ -1,0 +1,168 @@
+package dashboard
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// Where the charts come from. The sampler reads Client.Stats every Options.SampleEvery — one
+// statement whose cost does not grow with the number of jobs — and keeps, per queue, the jobs
+// available (the line to run) and the wait of the jobs first in line, for Options.History.
+//
+// Throughput cannot be read from those counts: a job that completes is by default deleted at
+// once (Config.Retention), so the completed count does not grow, and a difference of counts
+// mixes enqueues, starts and deletions. It is counted instead from the jobs the Handler's watch
+// sees finish (completed, failed or cancelled, named in the workers' notifications), and only
+// for the intervals the watch ran throughout — while a page of the dashboard was open, plus a
+// short linger. Other intervals are gaps in the chart, not zeros: the chart never claims that
+// nothing ran when it was not looking. A notification of more than 200 jobs names none; such
+// batches are not counted, so at very high rates the chart reads low.
+
+// sampler keeps the recent history of every queue.
+type sampler struct {
+	client *pgqueue.Client
+	hub    *hub
+	every  time.Duration
+	logger interface {
+		Warn(msg string, args ...any)
+	}
+
+	mu     sync.RWMutex
+	size   int                 // samples kept per queue
+	ticks  int                 // samples taken so far; the latest is at (ticks-1) % size
+	series map[string]*history // by queue
+}
+
+// history is one queue's samples, by position in the ring; NaN where there is none.
+type history struct {
+	available, wait, finished []float64
+}
+
+func newSampler(client *pgqueue.Client, h *hub, o Options) *sampler {
+	size := int(o.History / o.SampleEvery)
+	return &sampler{client: client, hub: h, every: o.SampleEvery, logger: o.Logger, size: size,
+		series: map[string]*history{}}
+}
+
+// run samples every s.every until ctx ends.
+func (s *sampler) run(ctx context.Context) {
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	s.hub.takeFinished() // count from now on
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sample(ctx)
+		}
+	}
+}
+
+// sample reads the stats and the watch's counts, and records them as the latest sample.
+// A failed read is logged and recorded as a gap.
+func (s *sampler) sample(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, s.every)
+	defer cancel()
+	st, err := s.client.Stats(qctx)
+	finished, covered := s.hub.takeFinished()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.logger.Warn("dashboard: sample stats", "error", err)
+		}
+		st = &pgqueue.Stats{}
+	}
+	perSecond := 1 / s.every.Seconds()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pos := s.ticks % s.size
+	s.ticks++
+	for _, h := range s.series { // a queue missing from this sample has a gap
+		h.available[pos], h.wait[pos], h.finished[pos] = math.NaN(), math.NaN(), math.NaN()
+	}
+	for _, q := range st.Queues {
+		h := s.series[q.Queue]
+		if h == nil {
+			h = &history{available: nans(s.size), wait: nans(s.size), finished: nans(s.size)}
+			s.series[q.Queue] = h
+		}
+		h.available[pos] = float64(q.Available)
+		h.wait[pos] = q.OldestWait.Seconds()
+		if covered {
+			h.finished[pos] = float64(finished[q.Queue]) * perSecond
+		}
+	}
+}
+
+// nans returns n NaNs.
+func nans(n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = math.NaN()
+	}
+	return v
+}
+
+// charts are a queue's sparklines.
+type charts struct {
+	Available, Wait, Throughput chart
+}
+
+// chartPoints is how many points a sparkline draws at most: samples are merged into as many
+// buckets.
+const chartPoints = 90
+
+// charts returns queue's history, oldest first, merged into at most chartPoints buckets.
+func (s *sampler) charts(queue string) charts {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h := s.series[queue]
+	n := min(s.ticks, s.size)
+	span := time.Duration(n) * s.every
+	c := charts{
+		Available:  chart{Label: "jobs available", Span: span},
+		Wait:       chart{Label: "oldest wait (s)", Span: span},
+		Throughput: chart{Label: "jobs finished per second", Span: span},
+	}
+	if h == nil || n == 0 {
+		return c
+	}
+	start := s.ticks - n
+	c.Available.Values = s.bucket(h.available, start, n, math.Max)
+	c.Wait.Values = s.bucket(h.wait, start, n, math.Max)
+	c.Throughput.Values = s.bucket(h.finished, start, n, nil) // the mean rate
+	return c
+}
+
+// bucket merges the n samples from tick start on into at most chartPoints values: with merge
+// (the largest, say) or, when merge is nil, the mean; NaNs are skipped, a bucket of NaNs is NaN.
+func (s *sampler) bucket(ring []float64, start, n int, merge func(a, b float64) float64) []float64 {
+	per := (n + chartPoints - 1) / chartPoints
+	out := make([]float64, 0, chartPoints)
+	for b := 0; b < n; b += per {
+		acc, k := math.NaN(), 0
+		for i := b; i < min(b+per, n); i++ {
+			v := ring[(start+i)%s.size]
+			switch {
+			case math.IsNaN(v):
+				continue
+			case k == 0:
+				acc = v
+			case merge != nil:
+				acc = merge(acc, v)
+			default:
+				acc += v
+			}
+			k++
+		}
+		if merge == nil && k > 0 {
+			acc /= float64(k)
+		}
+		out = append(out, acc)
+	}
+	return out
+}
