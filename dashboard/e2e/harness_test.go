@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 )
 
@@ -137,7 +139,7 @@ func newPage(t *testing.T, base string) *page {
 			if err != nil {
 				return
 			}
-			if m.Type == chromedp.ConsoleError || m.IsException() {
+			if (m.Type == chromedp.ConsoleError || m.IsException()) && !isFavicon(m.URL) {
 				p.mu.Lock()
 				p.console = append(p.console, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line+1))
 				p.mu.Unlock()
@@ -158,6 +160,14 @@ func newPage(t *testing.T, base string) *page {
 	return p
 }
 
+// isFavicon reports whether url is the origin's /favicon.ico. Chromium asks for it by itself
+// when a page names no icon, and it is the application's, not the dashboard's: a dashboard
+// mounted under a prefix never sees that request.
+func isFavicon(url string) bool {
+	u, err := neturl.Parse(url)
+	return err == nil && u.Path == "/favicon.ico"
+}
+
 // consoleErrors returns the console errors and uncaught exceptions of the tab so far.
 func (p *page) consoleErrors() []string {
 	p.mu.Lock()
@@ -173,10 +183,47 @@ func (p *page) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// open navigates the tab to path (relative to the server's URL) and waits for the load event.
+// open navigates the tab to path (relative to the server's URL), waits for the page to load,
+// and fails the test unless it was answered 200 OK.
 func (p *page) open(path string) {
 	p.t.Helper()
-	p.do("opening "+path, chromedp.Navigate(p.base+path))
+	resp, err := chromedp.Run(p.ctx, chromedp.NavigateResponse(p.base+path))
+	if err != nil {
+		p.t.Fatalf("opening %s: %v", path, err)
+	}
+	if resp.Status != http.StatusOK {
+		p.t.Fatalf("opening %s: status %d %s\n%s", path, resp.Status, resp.StatusText, p.describe())
+	}
+}
+
+// follow clicks the first visible element matching the CSS selector (a link, a form's button),
+// waits for the page it leads to (after any redirect) to load, and fails the test unless that
+// page was answered 200 OK.
+func (p *page) follow(sel string) {
+	p.t.Helper()
+	p.waitVisible(sel)
+	ctx, cancel := context.WithTimeout(p.ctx, waitTimeout)
+	defer cancel()
+	for {
+		resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+		if isStaleNode(err) {
+			continue // a live update swapped the element for a fresh copy between query and click
+		}
+		if err != nil {
+			p.t.Fatalf("clicking %s and waiting for the next page: %v\n%s", sel, err, p.describe())
+		}
+		if resp.Status != http.StatusOK {
+			p.t.Fatalf("clicking %s: status %d %s\n%s", sel, resp.Status, resp.StatusText, p.describe())
+		}
+		return
+	}
+}
+
+// isStaleNode reports whether err says that the element an action found left the page before
+// the action was done with it: a live update replaced it.
+func isStaleNode(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "Could not find node with given id") ||
+		strings.Contains(err.Error(), "No node with given id found"))
 }
 
 // testid returns the CSS selector of the elements whose data-testid is id.
@@ -196,14 +243,18 @@ func (p *page) waitVisible(sel string) {
 func (p *page) click(sel string) {
 	p.t.Helper()
 	p.waitVisible(sel)
-	p.do("clicking "+sel, chromedp.Click(chromedp.CSS(sel)))
-}
-
-// text returns the text of the first element matching the CSS selector, waiting for one to
-// exist.
-func (p *page) text(sel string) string {
-	p.t.Helper()
-	return p.eval(fmt.Sprintf("document.querySelector(%q).innerText", sel), sel)
+	ctx, cancel := context.WithTimeout(p.ctx, waitTimeout)
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+		if isStaleNode(err) {
+			continue // a live update swapped the element for a fresh copy between query and click
+		}
+		if err != nil {
+			p.t.Fatalf("clicking %s: %v\n%s", sel, err, p.describe())
+		}
+		return
+	}
 }
 
 // waitText waits up to waitTimeout for the text of an element matching the CSS selector to
@@ -215,6 +266,18 @@ func (p *page) waitText(sel, want string) string {
 			if (e.innerText.includes(want)) return e.innerText;
 		}
 		return null;
+	}`, sel, want)
+}
+
+// waitExact waits up to waitTimeout for the text of an element matching the CSS selector to be
+// want, leading and trailing spaces aside.
+func (p *page) waitExact(sel, want string) {
+	p.t.Helper()
+	p.waitJS(fmt.Sprintf("text %q in %s", want, sel), `(sel, want) => {
+		for (const e of document.querySelectorAll(sel)) {
+			if (e.innerText.trim() === want) return true;
+		}
+		return false;
 	}`, sel, want)
 }
 
@@ -254,6 +317,54 @@ func (p *page) describe() string {
 		return fmt.Sprintf("(the page could not be read: %v)", err)
 	}
 	return "the page was: " + v
+}
+
+// holdRequest makes the tab hold back the next request whose URL matches pattern (wildcards *
+// and ?): it waits up to waitTimeout for the page to make it, and returns a function that lets
+// it go on. Requests after that one are not held.
+func (p *page) holdRequest(pattern string, trigger func()) (release func()) {
+	p.t.Helper()
+	ctx, cancel := context.WithCancel(p.ctx)
+	held := make(chan fetch.RequestID, 1)
+	done := make(chan struct{})
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	go func() {
+		defer close(done)
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			held <- ev.RequestID
+			return
+		}
+	}()
+	p.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	p.do("holding requests to "+pattern, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, fetch.Enable, fetch.EnableParams{
+			Patterns: []*fetch.RequestPattern{{URLPattern: pattern}},
+		})
+		return err
+	}))
+	trigger()
+	var id fetch.RequestID
+	select {
+	case id = <-held:
+	case <-time.After(waitTimeout):
+		p.t.Fatalf("the page made no request to %s within %s\n%s", pattern, waitTimeout, p.describe())
+	}
+	return func() {
+		p.t.Helper()
+		p.do("releasing the request to "+pattern, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			if _, err := cdp.Call(ctx, t, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: id}); err != nil {
+				return err
+			}
+			_, err := cdp.Call(ctx, t, fetch.Disable, cdp.Empty{})
+			return err
+		}))
+	}
 }
 
 // darkMode makes the tab prefer a dark color scheme, as a system in dark mode does.

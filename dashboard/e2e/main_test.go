@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/pgqueue/pgqueue/internal/testenv"
+
 	"go.uber.org/goleak"
 )
 
@@ -15,9 +17,9 @@ func TestMain(m *testing.M) {
 // runTests finds the test database, runs the tests, closes the browser and, after a green run,
 // checks that no goroutine outlived them.
 func runTests(m *testing.M) int {
-	dsn, release, err := testDatabase()
+	dsn, release, err := testenv.Database()
 	if err != nil {
-		fmt.Fprint(os.Stderr, noDatabaseMessage(err))
+		fmt.Fprint(os.Stderr, testenv.NoDatabaseMessage(err))
 		return 1
 	}
 	testDSN = dsn
