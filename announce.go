@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
@@ -39,7 +40,11 @@ func (rt *runtime) announce(ctx context.Context, n announcements) {
 	b := &pgx.Batch{}
 	for queue, kinds := range n {
 		for kind, ids := range kinds {
-			b.Queue(notifyWatchersSQL, queue, formatMessage(kind, queue, ids))
+			// Every id is named, maxMessageIDs a message, so that a watcher can count them
+			// (a dashboard's throughput).
+			for part := range slices.Chunk(ids, maxMessageIDs) {
+				b.Queue(notifyWatchersSQL, queue, formatMessage(kind, queue, part))
+			}
 		}
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.heartbeatEvery)

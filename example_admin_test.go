@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -112,4 +113,30 @@ func ExampleParseID() {
 	// Output:
 	// 01JDQ7Z3N2X8W5V0K4R6T9M1CE
 	// 01936e7f-8ea2-ea38-5d82-64c1b49a058e
+}
+
+// An operator retries every job of a queue that failed within the last hour, after seeing how
+// many that is; the retry works in batches and reports its progress.
+func ExampleClient_RetryJobs() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	client, _ := pgqueue.NewClient(pool, nil)
+
+	failed := pgqueue.JobFilter{
+		Queues:        []string{"emails"},
+		Statuses:      []pgqueue.Status{pgqueue.StatusFailed},
+		FinishedAfter: time.Now().Add(-time.Hour),
+	}
+	n, err := client.CountJobs(ctx, failed)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("retrying %d jobs\n", n)
+	retried, err := client.RetryJobs(ctx, failed, &pgqueue.BulkOptions{
+		Progress: func(done int) { fmt.Printf("\r%d/%d", done, n) },
+	})
+	if err != nil {
+		log.Fatal(err) // the batches before the failure stay retried
+	}
+	fmt.Printf("\nretried %d\n", retried)
 }

@@ -311,8 +311,12 @@ func TestSchedulesListing(t *testing.T) {
 		t.Errorf("the removed schedule was handled to %s after its removal, from %s", h, removedAt)
 	}
 	list := must(c.Schedules(ctx))
-	if len(list) != 2 || list[0].Name != "kept" || !list[0].Declared || list[1].Name != "removed" || list[1].Declared || !list[1].Next.IsZero() {
+	if len(list) != 2 || list[0].Name != "kept" || !list[0].Declared || list[1].Name != "removed" || list[1].Declared {
 		t.Fatalf("after removal: %+v, want kept declared and removed not", list)
+	}
+	// A client that does not declare it tells the next occurrence from the recorded spec.
+	if r := list[1]; !r.Next.Equal(r.Handled.Truncate(time.Second).Add(time.Second)) {
+		t.Errorf("the removed schedule's Next = %s, want the second after Handled %s", r.Next, r.Handled)
 	}
 	if err := c.DeleteSchedule(ctx, "periodic", "removed"); err != nil {
 		t.Fatal(err)
@@ -371,5 +375,26 @@ func TestPeriodicPayloadError(t *testing.T) {
 	})
 	if n := checkEachOnce(t, "flaky", b.enqueuedTicks("periodic", "flaky"), mustNext(t, Periodic[tick]{Name: "f", Every: time.Hour}), created, handled); n < 2 {
 		t.Errorf("%d occurrences enqueued after the failure, want the 2 or 3 due", n)
+	}
+}
+
+// A recorded spec gives the occurrences it was declared with, also an interval that is not a
+// whole number of seconds; a spec that no longer parses gives none.
+func TestSpecNext(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for spec, want := range map[string]time.Time{
+		"@every 1.5s":           time.UnixMicro((at.UnixMicro()/1_500_000 + 1) * 1_500_000).UTC(),
+		"*/15 * * * *":          at.Add(15 * time.Minute),
+		"CRON_TZ=UTC 0 3 * * *": time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC),
+	} {
+		if next := specNext(spec); next == nil || !next(at).Equal(want) {
+			t.Errorf("specNext(%q) at %s: want %s", spec, at, want)
+		}
+	}
+	for _, bad := range []string{"@every soon", "@every 10ms", "61 * * * *"} {
+		if specNext(bad) != nil {
+			t.Errorf("specNext(%q) parsed", bad)
+		}
 	}
 }

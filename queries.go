@@ -8,6 +8,14 @@ var (
 	//go:embed sql/*.sql
 	queryFiles embed.FS
 
+	//go:embed sql/bulk_cancel.sql
+	bulkCancelTemplate string
+	//go:embed sql/bulk_count.sql
+	bulkCountTemplate string
+	//go:embed sql/bulk_delete.sql
+	bulkDeleteTemplate string
+	//go:embed sql/bulk_retry.sql
+	bulkRetryTemplate string
 	//go:embed sql/cancel.sql
 	cancelSQL string
 	//go:embed sql/channel.sql
@@ -112,6 +120,8 @@ var (
 	uniqueJobSQL string
 	//go:embed sql/update_payload.sql
 	updatePayloadSQL string
+	//go:embed sql/job_filter.sql
+	jobFilterSQL string
 	//go:embed sql/watch.sql
 	watchSQL string
 	//go:embed sql/watch_all.sql

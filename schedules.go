@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -25,9 +26,10 @@ type Schedule struct {
 	// Handled is the occurrence up to which the schedule is handled: every occurrence at or
 	// before it was enqueued or skipped as missed.
 	Handled time.Time
-	// Next is the next occurrence to handle, by this client's declaration: the first after
-	// Handled (in the past if it is overdue), or after now for a schedule not recorded yet.
-	// Zero for a schedule not declared here.
+	// Next is the next occurrence to handle: the first after Handled (in the past if it is
+	// overdue), or after now for a schedule not recorded yet. It follows this client's
+	// declaration, or, for a schedule not declared here (a dashboard's or a command's client),
+	// the Spec recorded; zero if that no longer parses.
 	Next time.Time
 	// Updated is when the row last changed.
 	Updated time.Time
@@ -58,6 +60,8 @@ func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
 		}
 		if p := c.periodics.get(s.Queue, s.Name); p != nil {
 			s.Declared, s.Spec, s.Next = true, p.spec, p.next(s.Handled)
+		} else if next := specNext(s.Spec); next != nil {
+			s.Next = next(s.Handled)
 		}
 		seen[[2]string{s.Queue, s.Name}] = true
 		out = append(out, s)
@@ -66,6 +70,26 @@ func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
 		return nil, wrapf(err, "schedules")
 	}
 	return c.periodics.addUnrecorded(out, seen, now), nil
+}
+
+// specNext returns the occurrences of a recorded Spec, as newPeriodicSpec wrote it ("@every
+// <interval>" or a cron expression), or nil if it does not parse.
+func specNext(spec string) func(time.Time) time.Time {
+	var next func(time.Time) time.Time
+	var problem string
+	if every, ok := strings.CutPrefix(spec, "@every "); ok {
+		d, err := time.ParseDuration(every)
+		if err != nil {
+			return nil
+		}
+		next, problem = everyGrid(d)
+	} else {
+		next, problem = parseCron(spec)
+	}
+	if problem != "" {
+		return nil
+	}
+	return next
 }
 
 // addUnrecorded adds to list the declared schedules not in seen, and sorts it by queue and name.

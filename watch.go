@@ -46,8 +46,10 @@ type Change struct {
 	Kind ChangeKind
 	// Queue is the queue's name.
 	Queue string
-	// JobIDs are the jobs concerned, when the notification named them; empty for enqueues and
-	// bulk changes (and for batches of more than 200 jobs).
+	// JobIDs are the jobs concerned, when the notification named them: every job started or
+	// settled by a worker, and every job cancelled or deleted by id or by a bulk operation
+	// (several changes for many jobs); empty for enqueues, retries, DeleteWaiting, pause and
+	// resume.
 	JobIDs []ulid.ULID
 }
 

@@ -290,3 +290,49 @@ func TestClientWatch(t *testing.T) {
 	for range changes {
 	}
 }
+
+// A watcher can count the jobs a worker starts and completes, however big its batches: every id
+// is named, in as many changes as it takes.
+func TestWatchNamesEveryJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "counted")
+	changes, err := b.client.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextChange(t, changes, ChangeResync)
+	const n = 1500
+	enqueueInts(t, q, n, nil)
+	nextChange(t, changes, ChangeEnqueued) // the queue is recorded as watched from here on
+	waitFor(t, 10*time.Second, "the queue to be recorded as watched", func() bool {
+		var watched bool
+		err := b.pool.QueryRow(t.Context(), "SELECT watched_until > now() FROM pgqueue_queues WHERE name = 'counted'").Scan(&watched)
+		return err == nil && watched
+	})
+	startWorker(t, must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 500})))
+	started, completed := map[ulid.ULID]bool{}, map[ulid.ULID]bool{}
+	deadline := time.After(60 * time.Second)
+	for len(completed) < n {
+		select {
+		case c := <-changes:
+			switch c.Kind {
+			case ChangeResync:
+				t.Fatal("the watch fell behind: a resync")
+			case ChangeStarted:
+				for _, id := range c.JobIDs {
+					started[id] = true
+				}
+			case ChangeCompleted:
+				for _, id := range c.JobIDs {
+					completed[id] = true
+				}
+			}
+		case <-deadline:
+			t.Fatalf("%d jobs seen started and %d completed of %d", len(started), len(completed), n)
+		}
+	}
+	if len(started) != n {
+		t.Fatalf("%d jobs seen started of %d", len(started), n)
+	}
+}

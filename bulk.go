@@ -1,0 +1,189 @@
+package pgqueue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// JobFilter selects jobs by queue, status and time, for CountJobs and the bulk operations
+// RetryJobs, CancelJobs and DeleteJobs: for example every failed job of a queue that failed
+// within the last hour. A job is kept if it matches every field that is set.
+type JobFilter struct {
+	// Queues keeps the jobs of these queues. Defaults to every queue.
+	Queues []string
+	// Statuses keeps the jobs with these statuses. Required: a bulk operation names what it
+	// acts on.
+	Statuses []Status
+	// EnqueuedAfter and EnqueuedBefore keep the jobs enqueued (CreatedAt) at or after, and
+	// before, these times. Default to unbounded.
+	EnqueuedAfter, EnqueuedBefore time.Time
+	// FinishedAfter and FinishedBefore keep the jobs that finished (FinishedAt) at or after,
+	// and before, these times; setting either keeps finished jobs only. Default to unbounded.
+	FinishedAfter, FinishedBefore time.Time
+}
+
+// BulkOptions are the options of the bulk operations. A nil *BulkOptions means defaults.
+type BulkOptions struct {
+	// BatchSize is how many jobs one transaction changes at most: a bulk operation over a
+	// million jobs is many short transactions, not one that holds a million row locks.
+	// Defaults to BulkBatchSizeDefault; at most BulkBatchSizeMax.
+	BatchSize int
+	// Progress, if set, is called after each batch commits with how many jobs have been changed
+	// so far, on the goroutine that called the operation (a slow Progress slows the operation,
+	// nothing else).
+	Progress func(done int)
+}
+
+// Bulk operation defaults and bounds.
+const (
+	BulkBatchSizeDefault = 1000
+	BulkBatchSizeMax     = 10_000
+)
+
+// bulkFilter is job_filter.sql, written into the bulk statements where they say /*filter*/, so
+// that the condition has one copy.
+var (
+	bulkCountSQL  = withJobFilter(bulkCountTemplate)
+	bulkRetrySQL  = withJobFilter(bulkRetryTemplate)
+	bulkCancelSQL = withJobFilter(bulkCancelTemplate)
+	bulkDeleteSQL = withJobFilter(bulkDeleteTemplate)
+)
+
+// withJobFilter returns statement with job_filter.sql's condition in place of /*filter*/ (its
+// header comment dropped).
+func withJobFilter(statement string) string {
+	var cond []string
+	for line := range strings.Lines(jobFilterSQL) {
+		if !strings.HasPrefix(line, "--") {
+			cond = append(cond, line)
+		}
+	}
+	return strings.Replace(statement, "/*filter*/", "("+strings.TrimSpace(strings.Join(cond, ""))+")", 1)
+}
+
+// args checks the filter and returns its statement arguments, $1 to $6 of job_filter.sql.
+func (f JobFilter) args() ([]any, error) {
+	if len(f.Statuses) == 0 {
+		return nil, invalidf("JobFilter.Statuses: name at least one status")
+	}
+	statuses := make([]string, len(f.Statuses))
+	for i, s := range f.Statuses {
+		if !slices.Contains(listSections, s) {
+			return nil, invalidf("JobFilter.Statuses: unknown status %q", s)
+		}
+		statuses[i] = string(s)
+	}
+	queues := make([]string, len(f.Queues))
+	for i, q := range f.Queues {
+		if err := ValidateQueueName(q); err != nil {
+			return nil, err
+		}
+		queues[i] = q
+	}
+	at := func(t time.Time) any {
+		if t.IsZero() {
+			return nil
+		}
+		return t
+	}
+	return []any{queues, statuses, at(f.EnqueuedAfter), at(f.EnqueuedBefore), at(f.FinishedAfter), at(f.FinishedBefore)}, nil
+}
+
+// CountJobs returns how many jobs the filter keeps: what a bulk operation with the same filter
+// would look at, as of now. It reads every job the filter's queues and statuses select.
+func (c *Client) CountJobs(ctx context.Context, f JobFilter) (int, error) {
+	args, err := f.args()
+	if err != nil {
+		return 0, wrapf(err, "count jobs")
+	}
+	var n int
+	if err := c.pool.QueryRow(ctx, bulkCountSQL, args...).Scan(&n); err != nil {
+		return 0, wrapf(err, "count jobs")
+	}
+	return n, nil
+}
+
+// RetryJobs retries every job the filter keeps, as RetryJob does one: a failed, cancelled or
+// kept completed job gets a fresh set of attempts and runs now, a scheduled one runs ahead of its
+// time; running and available jobs are left alone, and so is a job whose unique key a live job
+// holds (only the first of several finished jobs sharing a key is retried). It returns how many
+// jobs it retried.
+//
+// It works in batches of opts.BatchSize jobs in id order, each its own transaction, and blocks
+// until every batch has committed or one fails (those committed stay committed; run it again to
+// go on). Jobs enqueued after it started may or may not be included.
+func (c *Client) RetryJobs(ctx context.Context, f JobFilter, opts *BulkOptions) (int, error) {
+	return c.bulk(ctx, "retry jobs", bulkRetrySQL, f, opts)
+}
+
+// CancelJobs cancels every job the filter keeps that has not finished, as CancelJob does one:
+// workers running them are told to stop. It returns how many jobs it cancelled, and works in
+// batches as RetryJobs does.
+func (c *Client) CancelJobs(ctx context.Context, f JobFilter, opts *BulkOptions) (int, error) {
+	return c.bulk(ctx, "cancel jobs", bulkCancelSQL, f, opts)
+}
+
+// DeleteJobs deletes every job the filter keeps, as DeleteJob with DeleteOptions.Cancel does
+// one: running jobs among them are deleted too, and their workers told to stop. It returns how
+// many jobs it deleted, and works in batches as RetryJobs does.
+func (c *Client) DeleteJobs(ctx context.Context, f JobFilter, opts *BulkOptions) (int, error) {
+	return c.bulk(ctx, "delete jobs", bulkDeleteSQL, f, opts)
+}
+
+// bulkConflictRetries is how many times a batch that hit a deadlock (with a worker settling the
+// same jobs) or a unique-key conflict (with an enqueue racing the retry) is tried again.
+const bulkConflictRetries = 5
+
+// bulk runs statement, a batch of a bulk operation, from the lowest id up until a batch looks at
+// no job, and returns how many jobs the batches changed.
+func (c *Client) bulk(ctx context.Context, op, statement string, f JobFilter, opts *BulkOptions) (int, error) {
+	args, err := f.args()
+	if err != nil {
+		return 0, wrapf(err, "%s", op)
+	}
+	o := BulkOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.BatchSize < 0 || o.BatchSize > BulkBatchSizeMax {
+		return 0, wrapf(invalidf("BulkOptions.BatchSize %d: want 1 to %d (0: %d)", o.BatchSize, BulkBatchSizeMax, BulkBatchSizeDefault), "%s", op)
+	}
+	batch := cmp.Or(o.BatchSize, BulkBatchSizeDefault)
+	var cursor [16]byte // below every id
+	done := 0
+	for {
+		last, n, err := c.bulkBatch(ctx, statement, append(args, cursor, batch))
+		if err != nil {
+			return done, wrapf(err, "%s (after %d)", op, done)
+		}
+		if last == nil {
+			return done, nil
+		}
+		cursor, done = *last, done+n
+		if o.Progress != nil {
+			o.Progress(done)
+		}
+	}
+}
+
+// bulkBatch runs one batch, trying it again after a deadlock or a unique-key conflict; it returns
+// the greatest id the batch looked at (nil if none) and how many jobs it changed.
+func (c *Client) bulkBatch(ctx context.Context, statement string, args []any) (*[16]byte, int, error) {
+	for try := 0; ; try++ {
+		var last *[16]byte
+		var n, notified int
+		err := c.pool.QueryRow(ctx, statement, args...).Scan(&last, &n, &notified)
+		var pgErr *pgconn.PgError
+		if err != nil && try < bulkConflictRetries && errors.As(err, &pgErr) &&
+			(pgErr.Code == "40P01" || pgErr.Code == "23505") {
+			continue
+		}
+		return last, n, err
+	}
+}

@@ -1,0 +1,31 @@
+-- bulk_retry: one batch of a bulk retry. Of the jobs the filter keeps ($1–$6, see
+-- job_filter.sql) with ids above $7, it locks up to $8 in id order that retry.sql would change
+-- (scheduled and finished ones) and makes them available now, as retry.sql does. A job whose
+-- unique key a live job holds, or an earlier job of the batch takes, is left as it is. Wakes the
+-- queues' workers. Returns the greatest id it looked at (NULL when none: the bulk is done) and
+-- how many jobs it retried. Reads the primary key from $7 on.
+WITH target AS (
+    SELECT id, queue, status, unique_key FROM pgqueue_jobs
+    WHERE /*filter*/
+      AND status IN ('scheduled', 'completed', 'failed', 'cancelled') AND id > $7
+    ORDER BY id LIMIT $8 FOR UPDATE
+), free AS (
+    SELECT t.* FROM target AS t
+    WHERE t.unique_key IS NULL OR t.status = 'scheduled'
+       OR (NOT EXISTS (SELECT 1 FROM pgqueue_jobs AS l
+                       WHERE l.queue = t.queue AND l.unique_key = t.unique_key
+                         AND l.status IN ('scheduled', 'available', 'running'))
+           AND NOT EXISTS (SELECT 1 FROM target AS e
+                           WHERE e.queue = t.queue AND e.unique_key = t.unique_key
+                             AND e.status <> 'scheduled' AND e.id < t.id))
+), retried AS (
+    UPDATE pgqueue_jobs AS j
+    SET status = 'available', run_at = now(), finished_at = NULL,
+        attempt = CASE WHEN free.status = 'scheduled' THEN j.attempt ELSE 0 END
+    FROM free
+    WHERE j.id = free.id
+    RETURNING j.queue
+), notified AS (
+    SELECT pgqueue_notify('a ' || queue) FROM (SELECT DISTINCT queue FROM retried) AS q
+)
+SELECT (SELECT id FROM target ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM retried), (SELECT count(*) FROM notified)
