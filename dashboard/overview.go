@@ -13,9 +13,10 @@ type overviewData struct {
 	Schedules []pgqueue.Schedule
 }
 
-// queueRow is one queue of the overview: its stats and charts.
+// queueRow is one queue of the overview: its stats and charts. (Not embedded: the templates
+// find an embedded struct's fields by a slow search, a hundred queues' worth on every overview.)
 type queueRow struct {
-	pgqueue.QueueStats
+	S      *pgqueue.QueueStats
 	Charts charts
 }
 
@@ -33,8 +34,8 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &overviewData{Stats: st, Schedules: schedules, Queues: make([]queueRow, len(st.Queues))}
-	for i, q := range st.Queues {
-		d.Queues[i] = queueRow{QueueStats: q, Charts: h.sampler.charts(q.Queue)}
+	for i := range st.Queues {
+		d.Queues[i] = queueRow{S: &st.Queues[i], Charts: h.sampler.charts(st.Queues[i].Queue)}
 	}
 	h.render(w, r, http.StatusOK, "overview", &view{Title: "Queues", Nav: "overview",
 		Flash: flashOf(r), Can: h.permissionsOf(r), Data: d})

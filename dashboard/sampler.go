@@ -44,6 +44,7 @@ type history struct {
 
 func newSampler(client *pgqueue.Client, h *hub, o Options) *sampler {
 	size := int(o.History / o.SampleEvery)
+	h.takeFinished() // the first interval starts now
 	return &sampler{client: client, hub: h, every: o.SampleEvery, logger: o.Logger, size: size,
 		series: map[string]*history{}}
 }
@@ -52,7 +53,6 @@ func newSampler(client *pgqueue.Client, h *hub, o Options) *sampler {
 func (s *sampler) run(ctx context.Context) {
 	t := time.NewTicker(s.every)
 	defer t.Stop()
-	s.hub.takeFinished() // count from now on
 	for {
 		select {
 		case <-ctx.Done():
@@ -114,7 +114,7 @@ type charts struct {
 
 // chartPoints is how many points a sparkline draws at most: samples are merged into as many
 // buckets.
-const chartPoints = 90
+const chartPoints = 60
 
 // charts returns queue's history, oldest first, merged into at most chartPoints buckets.
 func (s *sampler) charts(queue string) charts {

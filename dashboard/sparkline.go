@@ -51,45 +51,62 @@ func sparkline(c chart) template.HTML {
 }
 
 // segments returns the points attribute of each unbroken run of values, scaled to the sparkline;
-// a run of one value is drawn as a short dash.
+// a run of one value is drawn as a short dash. Coordinates are in tenths of a unit, written as
+// integers: a page of a hundred queues draws tens of thousands of points.
 func segments(values []float64, top float64) []string {
 	if len(values) == 0 {
 		return nil
 	}
-	step := float64(sparkWidth-2*sparkPad) / float64(max(len(values)-1, 1))
-	y := func(v float64) float64 {
+	step := float64(sparkWidth-2*sparkPad) * 10 / float64(max(len(values)-1, 1))
+	y := func(v float64) int64 {
 		if top <= 0 {
-			return sparkHeight - sparkPad
+			return (sparkHeight - sparkPad) * 10
 		}
-		return sparkHeight - sparkPad - v/top*(sparkHeight-2*sparkPad)
+		return int64(math.Round((sparkHeight - sparkPad - v/top*(sparkHeight-2*sparkPad)) * 10))
 	}
 	var out []string
-	var run []string
-	var lastX, lastY float64
+	var run []byte
+	points := 0
+	var lastX, lastY int64
 	flush := func() {
-		if len(run) == 1 { // a lone point: a short dash
-			run = append(run, point(lastX+1.5, lastY))
+		if points == 1 { // a lone point: a short dash
+			run = appendPoint(append(run, ' '), lastX+15, lastY)
 		}
-		if len(run) > 0 {
-			out = append(out, strings.Join(run, " "))
+		if points > 0 {
+			out = append(out, string(run))
 		}
-		run = nil
+		run, points = run[:0], 0
 	}
 	for i, v := range values {
 		if math.IsNaN(v) {
 			flush()
 			continue
 		}
-		lastX, lastY = sparkPad+float64(i)*step, y(v)
-		run = append(run, point(lastX, lastY))
+		lastX, lastY = int64(math.Round(sparkPad*10+float64(i)*step)), y(v)
+		if points > 0 {
+			run = append(run, ' ')
+		}
+		run = appendPoint(run, lastX, lastY)
+		points++
 	}
 	flush()
 	return out
 }
 
-// point writes an SVG point to a tenth of a unit.
-func point(x, y float64) string {
-	return strconv.FormatFloat(x, 'f', 1, 64) + "," + strconv.FormatFloat(y, 'f', 1, 64)
+// appendPoint appends an SVG point given in tenths of a unit: "12.3,4.5".
+func appendPoint(b []byte, x, y int64) []byte {
+	b = appendTenths(b, x)
+	b = append(b, ',')
+	return appendTenths(b, y)
+}
+
+// appendTenths appends v tenths as a decimal number.
+func appendTenths(b []byte, v int64) []byte {
+	if v < 0 {
+		b, v = append(b, '-'), -v
+	}
+	b = strconv.AppendInt(b, v/10, 10)
+	return append(b, '.', byte('0'+v%10))
 }
 
 // formatValue writes a chart's value: whole numbers as such, others to two significant places.

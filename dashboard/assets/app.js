@@ -22,7 +22,7 @@
     url.searchParams.set("fragment", "1");
     fetch(url.toString(), { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (r) {
-        if (!r.ok) throw new Error("HTTP " + r.status);
+        // An error's fragment says what happened (the job was deleted, access was withdrawn).
         return r.text();
       })
       .then(function (html) {

@@ -1,0 +1,59 @@
+package dashboard
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// TestPrefix mounts the dashboard under /pgqueue and checks that every link, form, asset and
+// event-stream URL of every page, and every redirect, resolves under the prefix.
+func TestPrefix(t *testing.T) {
+	t.Parallel()
+	b := setupAt(t, "/pgqueue", nil)
+	q := queue(t, b.client, "emails")
+	j := enqueue(t, q, `{}`, nil)
+	enqueue(t, q, `{}`, nil)
+	attr := regexp.MustCompile(`(?:href|action|src|data-events)="([^"]*)"`)
+	for _, path := range []string{"/", "/queues/emails", "/queues/emails?status=failed", "/jobs/" + j.ID.String(), "/bulk"} {
+		page, _ := url.Parse(b.url(path))
+		status, body := b.get(t, path)
+		if status != http.StatusOK {
+			t.Fatalf("GET %s: %d", page, status)
+		}
+		for _, m := range attr.FindAllStringSubmatch(body, -1) {
+			ref, err := url.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
+			if err != nil {
+				t.Errorf("%s: bad URL %q", page, m[1])
+				continue
+			}
+			abs := page.ResolveReference(ref)
+			if abs.Host != page.Host || !strings.HasPrefix(abs.Path, "/pgqueue/") {
+				t.Errorf("%s: %q resolves to %s, outside the prefix", page.Path, m[1], abs)
+			}
+		}
+		// The assets and the event stream the page names are served.
+		for _, a := range []string{"assets/app.css", "assets/app.js"} {
+			if status, _ := b.do(t, http.MethodGet, page.ResolveReference(&url.URL{Path: baseOf(&http.Request{URL: &url.URL{Path: strings.SplitN(path, "?", 2)[0]}}) + a}).String(), nil, nil); status != http.StatusOK {
+				t.Errorf("%s: asset %s: %d", page.Path, a, status)
+			}
+		}
+	}
+	// A redirect after an action lands under the prefix.
+	status, loc := b.post(t, "/queues/emails/pause", url.Values{}, nil)
+	page, _ := url.Parse(b.url("/queues/emails/pause"))
+	ref, _ := url.Parse(loc)
+	if abs := page.ResolveReference(ref); status != http.StatusSeeOther || abs.Path != "/pgqueue/queues/emails" {
+		t.Errorf("redirect after pause: %d to %s", status, abs)
+	}
+	status, loc = b.get(t, "/jobs?id="+pgqueue.FormatUUID(j.ID))
+	page, _ = url.Parse(b.url("/jobs"))
+	ref, _ = url.Parse(loc)
+	if abs := page.ResolveReference(ref); status != http.StatusSeeOther || abs.Path != "/pgqueue/jobs/"+j.ID.String() {
+		t.Errorf("redirect of the search: %d to %s", status, abs)
+	}
+}
