@@ -1,13 +1,13 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,15 +34,25 @@ type envOptions struct {
 	// prefix mounts the dashboard under this path (e.g. "/pgqueue") with http.StripPrefix, in a
 	// mux of the test server's own, as an application does. Empty: at the root.
 	prefix string
+	// dashboard are the dashboard's options; its Logger is the test's. Nil: defaults.
+	dashboard *dashboard.Options
+	// maxConns is the size of the client's pool: the dashboard takes one to listen and one
+	// to sample, each worker's runtime some, and each running job one. Defaults to 10.
+	maxConns int32
 }
 
 // newEnv sets up an env for t: schema, client, dashboard, server and tab. Everything is closed
 // when the test ends, the tab first and the schema last.
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
-	pool := newPool(t)
+	pool := newPool(t, cmp.Or(opts.maxConns, 10))
 	client := newClient(t, pool)
-	h, err := dashboard.New(client, &dashboard.Options{Logger: testLogger(t)})
+	var dopts dashboard.Options
+	if opts.dashboard != nil {
+		dopts = *opts.dashboard
+	}
+	dopts.Logger = testLogger(t)
+	h, err := dashboard.New(client, &dopts)
 	if err != nil {
 		t.Fatalf("dashboard.New: %v", err)
 	}
@@ -62,6 +72,8 @@ func newClient(t *testing.T, pool *pgxpool.Pool) *pgqueue.Client {
 	t.Helper()
 	client, err := pgqueue.NewClient(pool, &pgqueue.Config{
 		Logger: testLogger(t),
+		// The client's name shows on running jobs' pages (and in screenshots): not the host's.
+		ID: "web-1",
 		// Completed jobs stay, so that their pages and counts can show them.
 		Retention: pgqueue.Retention{Completed: time.Hour},
 	})
@@ -163,17 +175,7 @@ func runWorker(t *testing.T, client *pgqueue.Client, q *pgqueue.Queue[email], h 
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := client.Run(ctx, w); err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("the worker of %s: %v", q.Name(), err)
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	run(t, client, w)
 }
 
 // jobStatus returns the status of the job id, or "" when it is gone from the table.

@@ -14,11 +14,12 @@ import (
 // testDSN is the database the tests make their schemas in.
 var testDSN string
 
-// newPool creates a schema of the test's own with pgqueue migrated into it, and returns a pool
-// whose search_path is that schema. The pool is closed and the schema dropped when the test ends.
-func newPool(t *testing.T) *pgxpool.Pool {
+// newPool creates a schema of the test's own with pgqueue migrated into it, and returns a pool of
+// at most maxConns connections whose search_path is that schema. The pool is closed and the
+// schema dropped when the test ends.
+func newPool(t *testing.T, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	pool := testenv.Pool(t, testDSN, testenv.NewSchema(t, testDSN), 10)
+	pool := testenv.Pool(t, testDSN, testenv.NewSchema(t, testDSN), maxConns)
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
