@@ -8,6 +8,7 @@ import (
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,6 +121,7 @@ type page struct {
 
 	mu      sync.Mutex
 	console []string // the console errors and uncaught exceptions of the tab so far
+	allowed []string // console errors containing one of these are expected
 }
 
 // newPage opens a tab for t, in a browser context of its own, with a 1280×800 viewport, whose
@@ -168,11 +170,26 @@ func isFavicon(url string) bool {
 	return err == nil && u.Path == "/favicon.ico"
 }
 
-// consoleErrors returns the console errors and uncaught exceptions of the tab so far.
+// consoleErrors returns the console errors and uncaught exceptions of the tab so far, except
+// those allowConsole expects.
 func (p *page) consoleErrors() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]string(nil), p.console...)
+	var out []string
+	for _, m := range p.console {
+		if !slices.ContainsFunc(p.allowed, func(a string) bool { return strings.Contains(m, a) }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// allowConsole makes console errors that contain text expected: a test that makes the browser
+// load a page answered with an error status, say.
+func (p *page) allowConsole(text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.allowed = append(p.allowed, text)
 }
 
 // do runs actions in the tab, failing the test if one fails.
