@@ -38,8 +38,9 @@ func fill(b *testing.B, q *pgqueue.Queue[json.RawMessage], n int) {
 }
 
 // BenchmarkQueuePage: pages of a queue holding 10⁶ available jobs: the first, one 500 000 jobs
-// in (reached with a cursor, as the next-page links do), a tab of another status, and a job's
-// page.
+// in (reached with a cursor, as the next-page links do), a tab of another status, and the pages
+// of the job first in line and of the job 500 000th in line (Client.Job counts the jobs ahead
+// of it for its place).
 func BenchmarkQueuePage(b *testing.B) {
 	const jobs = 1_000_000
 	bd := setup(b, nil)
@@ -50,19 +51,23 @@ func BenchmarkQueuePage(b *testing.B) {
 	}
 	// Walk to the middle with the largest pages the API gives.
 	var cursor string
-	var mid *pgqueue.JobEntry[json.RawMessage]
+	var first, mid *pgqueue.JobEntry[json.RawMessage]
 	for range jobs / 2 / pgqueue.ListLimitMax {
 		page, err := q.Jobs(b.Context(), &pgqueue.ListOptions{Limit: pgqueue.ListLimitMax, Cursor: cursor})
 		if err != nil {
 			b.Fatal(err)
 		}
 		cursor, mid = page.Next, page.Jobs[len(page.Jobs)-1]
+		if first == nil {
+			first = page.Jobs[0]
+		}
 	}
 	for _, c := range []struct{ name, path string }{
 		{"first", "/queues/big"},
 		{"deep", "/queues/big?status=live&cursor=" + cursor},
 		{"failed-tab", "/queues/big?status=failed"},
-		{"job", "/jobs/" + mid.ID.String()},
+		{"job-first", "/jobs/" + first.ID.String()},
+		{"job-deep", "/jobs/" + mid.ID.String()},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {

@@ -23,7 +23,6 @@ var funcs = template.FuncMap{
 	"place":       formatPlace,
 	"limits":      formatLimits,
 	"uuid":        func(id ulid.ULID) string { return pgqueue.FormatUUID(id) },
-	"sparkline":   sparkline,
 	"num":         formatCount,
 	"num64":       func(n int64) string { return formatCount(int(n)) },
 	"statusCount": statusCount,

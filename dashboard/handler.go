@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"path"
+	"strings"
 	"sync"
 
 	"github.com/pgqueue/pgqueue"
@@ -96,6 +98,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("X-Frame-Options", "DENY")
 	hdr.Set("Referrer-Policy", "same-origin")
+	if r.URL.Path == "" {
+		// Mounted with StripPrefix and asked for the prefix itself ("/pgqueue"): on to
+		// "/pgqueue/", relative to the request, so that the pages' relative links resolve under
+		// the prefix (ServeMux would redirect to "/", outside it).
+		target := path.Base(strings.SplitN(r.RequestURI, "?", 2)[0]) + "/"
+		w.Header().Set("Location", target)
+		w.WriteHeader(http.StatusMovedPermanently)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 

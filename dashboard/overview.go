@@ -17,7 +17,7 @@ type overviewData struct {
 // find an embedded struct's fields by a slow search, a hundred queues' worth on every overview.)
 type queueRow struct {
 	S      *pgqueue.QueueStats
-	Charts charts
+	Charts drawnCharts
 }
 
 // overview serves the queues overview: every queue's counts and charts, the schedules and the
@@ -35,7 +35,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	d := &overviewData{Stats: st, Schedules: schedules, Queues: make([]queueRow, len(st.Queues))}
 	for i := range st.Queues {
-		d.Queues[i] = queueRow{S: &st.Queues[i], Charts: h.sampler.charts(st.Queues[i].Queue)}
+		d.Queues[i] = queueRow{S: &st.Queues[i], Charts: h.sampler.drawn(st.Queues[i].Queue)}
 	}
 	h.render(w, r, http.StatusOK, "overview", &view{Title: "Queues", Nav: "overview",
 		Flash: flashOf(r), Can: h.permissionsOf(r), Data: d})

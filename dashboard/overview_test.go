@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,6 +21,13 @@ func TestOverview(t *testing.T) {
 	if err := reports.Pause(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	w, err := reports.NewWorker(func(context.Context, *pgqueue.Job[json.RawMessage]) error { return nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddPeriodic(pgqueue.Periodic[json.RawMessage]{Name: "nightly", Cron: "0 3 * * *", Payload: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
 	status, body := b.get(t, "/")
 	if status != http.StatusOK {
 		t.Fatalf("GET /: %d\n%s", status, body)
@@ -34,6 +43,10 @@ func TestOverview(t *testing.T) {
 	}
 	if !strings.Contains(body, `data-testid="queue-paused"`) {
 		t.Error("the paused queue has no paused badge")
+	}
+	if !strings.Contains(body, `data-testid="schedule-row" data-queue="reports" data-name="nightly"`) ||
+		!strings.Contains(body, `<code>0 3 * * *</code>`) || strings.Count(body, `data-testid="schedule-next"><time`) != 1 {
+		t.Error("the overview does not list the schedule with its next run")
 	}
 	for _, id := range []string{"chart-available", "chart-wait", "chart-throughput", "table-live-rows", "live-status", "live-region"} {
 		if count(body, id) == 0 {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -42,6 +43,12 @@ func TestPrefix(t *testing.T) {
 				t.Errorf("%s: asset %s: %d", page.Path, a, status)
 			}
 		}
+	}
+	// Mounted for the prefix itself too, the prefix leads to the overview under it.
+	rec := httptest.NewRecorder()
+	http.StripPrefix("/pgqueue", b.h).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/pgqueue", nil))
+	if rec.Code != http.StatusMovedPermanently || rec.Header().Get("Location") != "pgqueue/" {
+		t.Errorf("GET /pgqueue: %d to %q, want 301 to pgqueue/", rec.Code, rec.Header().Get("Location"))
 	}
 	// A redirect after an action lands under the prefix.
 	status, loc := b.post(t, "/queues/emails/pause", url.Values{}, nil)

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"html/template"
 	"math"
 	"sync"
 	"time"
@@ -19,8 +20,8 @@ import (
 // sees finish (completed, failed or cancelled, named in the workers' notifications), and only
 // for the intervals the watch ran throughout — while a page of the dashboard was open, plus a
 // short linger. Other intervals are gaps in the chart, not zeros: the chart never claims that
-// nothing ran when it was not looking. A notification of more than 200 jobs names none; such
-// batches are not counted, so at very high rates the chart reads low.
+// nothing ran when it was not looking. (Workers name every job they settle in their
+// notifications while a watch runs, so the count is exact for those intervals.)
 
 // sampler keeps the recent history of every queue.
 type sampler struct {
@@ -40,6 +41,34 @@ type sampler struct {
 // history is one queue's samples, by position in the ring; NaN where there is none.
 type history struct {
 	available, wait, finished []float64
+	drawn                     *drawnCharts // the charts drawn at tick drawnAt
+	drawnAt                   int
+}
+
+// drawnCharts are a queue's sparklines, drawn.
+type drawnCharts struct {
+	Available, Wait, Throughput template.HTML
+}
+
+// drawn returns queue's sparklines. They change only with a sample, so each is drawn once per
+// sample, not once per page: the overview of a hundred queues draws three hundred.
+func (s *sampler) drawn(queue string) drawnCharts {
+	s.mu.Lock()
+	h := s.series[queue]
+	if h != nil && h.drawn != nil && h.drawnAt == s.ticks {
+		defer s.mu.Unlock()
+		return *h.drawn
+	}
+	at := s.ticks
+	s.mu.Unlock()
+	c := s.charts(queue)
+	d := &drawnCharts{sparkline(c.Available), sparkline(c.Wait), sparkline(c.Throughput)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h != nil && s.ticks == at {
+		h.drawn, h.drawnAt = d, at
+	}
+	return *d
 }
 
 func newSampler(client *pgqueue.Client, h *hub, o Options) *sampler {
