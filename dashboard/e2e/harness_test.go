@@ -76,8 +76,8 @@ func startBrowser(logf func(string, ...any)) (context.Context, func(), error) {
 		chromedp.WindowSize(viewportWidth, viewportHeight),
 	)
 	if os.Geteuid() == 0 {
-		// Chromium refuses to run as root with its sandbox on (it cannot drop privileges it
-		// should not have). The tests load only the pages of their own test server.
+		// Chromium's sandbox does not support running as root: as root it will not start
+		// without --no-sandbox. That is safe here: the tabs load only the tests' own servers.
 		opts = append(opts, chromedp.NoSandbox)
 	}
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)

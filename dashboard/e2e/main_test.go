@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/pgqueue/pgqueue/internal/testenv"
-
 	"go.uber.org/goleak"
 )
 
