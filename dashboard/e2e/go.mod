@@ -1,0 +1,24 @@
+module github.com/pgqueue/pgqueue/dashboard/e2e
+
+go 1.26.0
+
+replace github.com/pgqueue/pgqueue => ../..
+
+require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/oklog/ulid/v2 v2.1.2
+	github.com/pgqueue/pgqueue v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+)
