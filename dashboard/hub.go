@@ -70,7 +70,9 @@ func (h *hub) join() (s *stream, ok bool) {
 		return nil, false
 	}
 	s = &stream{wake: make(chan struct{}, 1), queues: map[string]bool{}}
-	s.mark(func(s *stream) { s.status = true })
+	// A new stream starts with a resync: the page was rendered before it connected, and what
+	// changed in between was heard by no stream of its own.
+	s.mark(func(s *stream) { s.status, s.resync = true, true })
 	h.streams[s] = struct{}{}
 	if h.linger != nil {
 		h.linger.Stop()

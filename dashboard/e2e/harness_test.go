@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -141,7 +140,7 @@ func newPage(t *testing.T, base string) *page {
 			if err != nil {
 				return
 			}
-			if (m.Type == chromedp.ConsoleError || m.IsException()) && !isFavicon(m.URL) {
+			if m.Type == chromedp.ConsoleError || m.IsException() {
 				p.mu.Lock()
 				p.console = append(p.console, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line+1))
 				p.mu.Unlock()
@@ -160,14 +159,6 @@ func newPage(t *testing.T, base string) *page {
 		t.Fatalf("opening a tab: %v", err)
 	}
 	return p
-}
-
-// isFavicon reports whether url is the origin's /favicon.ico. Chromium asks for it by itself
-// when a page names no icon, and it is the application's, not the dashboard's: a dashboard
-// mounted under a prefix never sees that request.
-func isFavicon(url string) bool {
-	u, err := neturl.Parse(url)
-	return err == nil && u.Path == "/favicon.ico"
 }
 
 // consoleErrors returns the console errors and uncaught exceptions of the tab so far, except
