@@ -136,6 +136,15 @@ func place(p int) string {
 	return strconv.Itoa(p)
 }
 
+// placeOf writes a looked-up job's place, which is a lower bound when atLeast is set (the
+// look-up stopped counting at pgqueue.PlaceCountMax jobs ahead): "10002 or later".
+func placeOf(p int, atLeast bool) string {
+	if atLeast {
+		return place(p) + " or later"
+	}
+	return place(p)
+}
+
 // lastError writes the latest attempt's error on one line, cut to at most n runes.
 func lastError(errs []pgqueue.AttemptError, n int) string {
 	if len(errs) == 0 {
@@ -186,7 +195,7 @@ func writeJob(w io.Writer, e *pgqueue.JobEntry[rawJSON], now time.Time) error {
 	t := newTable(w, "id", e.ID.String()+"  (uuid "+pgqueue.FormatUUID(e.ID)+")")
 	t.row("queue", e.Queue)
 	t.row("status", string(e.Status))
-	t.row("place", place(e.Place))
+	t.row("place", placeOf(e.Place, e.PlaceAtLeast))
 	t.row("attempt", fmt.Sprintf("%d of %d", e.Attempt, e.MaxAttempts))
 	t.row("priority", strconv.Itoa(e.Priority))
 	t.row("key", orDash(e.Key))
