@@ -25,14 +25,15 @@ const (
 )
 
 // forbiddenAnywhere must appear nowhere in the importer's graph (go list -m all): pgqueue's own
-// test dependencies, which live in the pgqueuetest and integration modules or were replaced by
-// code of the tests; goose, whose module requires every database driver it supports (pgqueue
-// runs its goose files itself); and what those bring.
+// test dependencies, which live in the pgqueuetest, integration and dashboard/e2e modules or were
+// replaced by code of the tests; the command's CLI library (cmd/pgqueue is a module of its own);
+// goose, whose module requires every database driver it supports (pgqueue runs its goose files
+// itself); and what those bring.
 var forbiddenAnywhere = []string{
 	"github.com/testcontainers/", "go.uber.org/goleak", "pgregory.net/rapid", "github.com/shirou/gopsutil",
 	"github.com/pressly/goose", "github.com/docker/", "github.com/moby/", "github.com/containerd/",
 	"github.com/ClickHouse/", "go.opentelemetry.io/", "github.com/go-sql-driver/mysql", "github.com/microsoft/go-mssqldb",
-	"github.com/ydb-platform/",
+	"github.com/ydb-platform/", "github.com/spf13/", "github.com/chromedp/",
 }
 
 // forbiddenDownloads must not be in the importer's go.sum, nor required by pgqueue itself.
