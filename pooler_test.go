@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // startPgBouncer runs a PgBouncer of the test's own in transaction mode, in front of the test
@@ -128,35 +129,8 @@ func pgbouncerBinary(t *testing.T) string {
 		return bin
 	}
 	pgbouncerInstall.once.Do(func() {
-		if _, err := exec.LookPath("apt-get"); err != nil {
-			pgbouncerInstall.err = errors.New("there is no apt-get to install it with")
-			return
-		}
-		if os.Geteuid() != 0 {
-			pgbouncerInstall.err = errors.New("installing it with apt-get needs root, and the tests do not run as root")
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		aptGet := func(args ...string) error {
-			// Wait up to a minute for another apt or dpkg run (say, unattended upgrades) to finish.
-			cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=60"}, args...)...)
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			cmd.WaitDelay = 5 * time.Second // do not wait for children that outlive a killed apt-get
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			return nil
-		}
 		t.Log("pgbouncer not found: installing the Debian package pgbouncer")
-		install := []string{"install", "-y", "-qq", "pgbouncer"}
-		if aptGet(install...) != nil {
-			if err := aptGet("update", "-qq"); err != nil {
-				pgbouncerInstall.err = err
-				return
-			}
-			pgbouncerInstall.err = aptGet(install...)
-		}
+		pgbouncerInstall.err = testenv.AptInstall(5*time.Minute, "pgbouncer")
 	})
 	bin := find()
 	if bin == "" {

@@ -1,14 +1,14 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // chromiumInstallTimeout bounds the one install of the chromium package: downloading it and its
@@ -66,46 +66,9 @@ func chromiumPath(logf func(format string, args ...any)) (string, error) {
 	return chromiumInstall.path, chromiumInstall.err
 }
 
-// installChromium installs the Debian package chromium with apt-get, updating the package lists
-// and trying again when the first attempt fails (a fresh machine's lists are often missing or
-// stale).
+// installChromium installs the Debian package chromium with apt-get. fonts-liberation gives
+// pages and screenshots a sans-serif font with metric-compatible widths, the same on every
+// machine; the recommends, left out, are desktop packages a headless browser does not need.
 func installChromium() error {
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return errors.New("there is no apt-get to install it with")
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("installing it with apt-get needs root, and the tests do not run as root")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), chromiumInstallTimeout)
-	defer cancel()
-	// Without recommends: a headless browser needs none of the desktop packages they bring.
-	// fonts-liberation gives pages and screenshots a sans-serif font with metric-compatible
-	// widths, the same on every machine.
-	install := []string{"install", "-y", "-qq", "--no-install-recommends", "chromium", "fonts-liberation"}
-	if aptGet(ctx, install...) == nil {
-		return nil
-	}
-	if err := aptGet(ctx, "update", "-qq"); err != nil {
-		return err
-	}
-	if err := aptGet(ctx, install...); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("gave up after %s: %w", chromiumInstallTimeout, err)
-		}
-		return err
-	}
-	return nil
-}
-
-// aptGet runs apt-get with args, non-interactively, and returns its output in the error when it
-// fails.
-func aptGet(ctx context.Context, args ...string) error {
-	// Wait up to a minute for another apt or dpkg run (say, unattended upgrades) to finish.
-	cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=60"}, args...)...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	cmd.WaitDelay = 5 * time.Second // do not wait for children that outlive a killed apt-get
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
+	return testenv.AptInstall(chromiumInstallTimeout, "chromium", "fonts-liberation")
 }
