@@ -5,9 +5,7 @@ package integration
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -19,23 +17,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/lib/pq"
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // testDSN is the database the tests run in, each in a schema of its own.
 var testDSN string
 
 func TestMain(m *testing.M) {
-	for _, name := range []string{"PGQUEUE_TEST_DATABASE_URL", "DATABASE_URL"} {
-		if testDSN = os.Getenv(name); testDSN != "" {
-			break
-		}
-	}
-	if testDSN == "" {
-		fmt.Fprintln(os.Stderr, "integration tests need a Postgres: set PGQUEUE_TEST_DATABASE_URL (or DATABASE_URL), "+
-			"e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	dsn, release, err := testenv.Database()
+	if err != nil {
+		fmt.Fprint(os.Stderr, testenv.NoDatabaseMessage(err))
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	testDSN = dsn
+	code := m.Run()
+	release()
+	os.Exit(code)
 }
 
 // env is a test's schema, migrated over lib/pq, with a lib/pq handle and a pgqueue client on it.
@@ -234,31 +231,7 @@ func TestCommitWakesWorker(t *testing.T) {
 // createSchema creates a schema for the test, dropped when it ends, and returns its name.
 func createSchema(t *testing.T) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "pgqueue_integration_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(t.Context(), testDSN)
-	if err != nil {
-		t.Fatalf("connect to the test database: %v", err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, testDSN)
-		if err != nil {
-			t.Errorf("connect to drop schema: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	return schema
+	return testenv.NewSchema(t, testDSN)
 }
 
 // receive waits for a job to run.
