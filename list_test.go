@@ -40,13 +40,24 @@ func TestJobsPagesThroughALargeQueue(t *testing.T) {
 	if page.Jobs[0].Place != available+1 || page.Jobs[0].Status != StatusScheduled {
 		t.Fatalf("first scheduled job has place %d, want %d", page.Jobs[0].Place, available+1)
 	}
-	// Job agrees with the listing.
+	// Job agrees with the listing: exactly near the head, as a lower bound this deep.
 	one, err := q.Job(ctx, page.Jobs[3].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if one.Place != page.Jobs[3].Place {
-		t.Fatalf("Job says place %d, the listing %d", one.Place, page.Jobs[3].Place)
+	if !one.PlaceAtLeast || one.Place != PlaceCountMax+2 || one.Place > page.Jobs[3].Place {
+		t.Fatalf("Job says place %d (at least: %t), the listing %d", one.Place, one.PlaceAtLeast, page.Jobs[3].Place)
+	}
+	first, err := q.Jobs(ctx, &ListOptions{Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := q.Job(ctx, first.Jobs[2].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.PlaceAtLeast || head.Place != first.Jobs[2].Place {
+		t.Fatalf("Job says place %d (at least: %t), the listing %d", head.Place, head.PlaceAtLeast, first.Jobs[2].Place)
 	}
 }
 
