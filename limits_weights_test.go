@@ -163,6 +163,8 @@ func TestWeightOption(t *testing.T) {
 	if st, err := q.Stats(ctx); err != nil || st.RecentStarts != 1+7+7+9+2+3+5 {
 		t.Fatalf("Stats.RecentStarts = %d (%v), want %d", st.RecentStarts, err, 1+7+7+9+2+3+5)
 	}
+	// The handlers have returned; the repeat is written when the outcome is settled.
+	waitFor(t, 10*time.Second, "the job's repeat to be scheduled", func() bool { return b.count("status = 'scheduled'") == 1 })
 	page, err := q.Jobs(ctx, &ListOptions{Statuses: []Status{StatusScheduled}})
 	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].Weight != 5 {
 		t.Fatalf("the repeat of a job of weight 5: %+v (%v), want one scheduled job of weight 5", page, err)
