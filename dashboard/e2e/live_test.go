@@ -18,8 +18,8 @@ func checkNotReloaded(p *page) {
 	}
 }
 
-// TestOverviewLive: with the overview open, another client (as another process would) enqueues
-// jobs: the counts change, and a new queue's row appears, without a reload.
+// TestOverviewLive: with the overview open, another process and another client enqueue jobs:
+// the counts change, and a new queue's row appears, without a reload.
 func TestOverviewLive(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -31,18 +31,17 @@ func TestOverviewLive(t *testing.T) {
 	waitLive(p)
 	markPage(p)
 
+	e.enqueueFromProcess("emails", "grace@example.com")
 	other := e.otherClient()
-	emails := queue(t, other, "emails")
-	enqueue(t, emails, "grace@example.com", nil)
-	enqueue(t, emails, "barbara@example.com", nil)
-	enqueue(t, queue(t, other, "reports"), "ops@example.com", nil)
+	enqueue(t, queue(t, other, "emails"), "barbara@example.com", nil)
+	e.enqueueFromProcess("reports", "ops@example.com")
 
 	p.waitExact(in(row("emails"), testid("count-available")), "3")
 	p.waitExact(in(row("reports"), testid("count-available")), "1")
 	checkNotReloaded(p)
 }
 
-// TestQueuePageLive: with a queue's page open, another client enqueues a job: its row appears,
+// TestQueuePageLive: with a queue's page open, another process enqueues a job: its row appears,
 // and the tab's count changes, without a reload.
 func TestQueuePageLive(t *testing.T) {
 	t.Parallel()
@@ -55,7 +54,7 @@ func TestQueuePageLive(t *testing.T) {
 	waitLive(p)
 	markPage(p)
 
-	second := enqueue(t, queue(t, e.otherClient(), "emails"), "grace@example.com", nil)
+	second := e.enqueueFromProcess("emails", "grace@example.com")
 	p.waitVisible(jobRow(second))
 	p.waitExact(in(jobRow(second), testid("job-status")), "available")
 	p.waitExact(in(testid("tab-available"), testid("count-available")), "2")
@@ -77,7 +76,7 @@ func TestChangeWhileConnecting(t *testing.T) {
 	release := p.holdRequest("*/events", func() { p.open("/queues/emails") })
 	p.waitVisible(jobRow(first))
 	markPage(p)
-	second := enqueue(t, queue(t, e.otherClient(), "emails"), "grace@example.com", nil)
+	second := e.enqueueFromProcess("emails", "grace@example.com")
 	release()
 	waitLive(p)
 	p.waitVisible(jobRow(second))

@@ -10,6 +10,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(enqueueEnv); spec != "" {
+		os.Exit(enqueueMain(spec))
+	}
 	os.Exit(runTests(m))
 }
 
