@@ -160,7 +160,7 @@ func (c *Client) bulk(ctx context.Context, op, statement string, f JobFilter, op
 	for {
 		last, n, err := c.bulkBatch(ctx, statement, append(args, cursor, batch))
 		if err != nil {
-			return done, wrapf(err, "%s (after %d)", op, done)
+			return done, wrapf(err, "%s (%d jobs changed before this batch failed)", op, done)
 		}
 		if last == nil {
 			return done, nil
