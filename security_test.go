@@ -1,19 +1,19 @@
 package pgqueue
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // TestHostileSchemaName runs pgqueue in a schema whose name holds quotes, spaces, a semicolon,
@@ -414,23 +414,8 @@ func TestLeastPrivilege(t *testing.T) {
 	check("Stats of a limited queue", err)
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a bytes.Buffer that concurrent writers and the test may share.
+type syncBuffer = testenv.SyncBuffer
 
 // TestPasswordNeverShown checks that the password of a connection string never appears in an
 // error or a log line: connection strings that do not parse, a server that refuses connections,

@@ -1,35 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
-// syncBuffer is a bytes.Buffer that a running command writes and the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a bytes.Buffer that concurrent writers and the test may share.
+type syncBuffer = testenv.SyncBuffer
 
 func TestTopDrawsFrames(t *testing.T) {
 	t.Parallel()
