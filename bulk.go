@@ -46,8 +46,8 @@ const (
 	BulkBatchSizeMax     = 10_000
 )
 
-// bulkFilter is job_filter.sql, written into the bulk statements where they say /*filter*/, so
-// that the condition has one copy.
+// The bulk statements, each with job_filter.sql written in where it says /*filter*/, so that the
+// condition has one copy.
 var (
 	bulkCountSQL  = withJobFilter(bulkCountTemplate)
 	bulkRetrySQL  = withJobFilter(bulkRetryTemplate)
