@@ -1,6 +1,7 @@
 // pgqueue dashboard: live updates. The page listens to the dashboard's event stream; on a change
 // of its queue (or of any, on the overview) it refetches its own URL with ?fragment=1 and swaps
-// the live region's content in. One fetch at a time; changes meanwhile cause one more.
+// the live region's content in, keeping focus and the open state of folded parts. One fetch at a
+// time; changes meanwhile cause one more.
 (function () {
   "use strict";
   var indicator = document.querySelector('[data-testid="live-status"]');
@@ -28,7 +29,15 @@
       .then(function (html) {
         var active = document.activeElement;
         var focusID = active && region.contains(active) ? active.id : "";
+        // What the reader opened (an attempt's stack) stays open across the swap.
+        var open = [];
+        region.querySelectorAll("details[data-key][open]").forEach(function (d) {
+          open.push(d.getAttribute("data-key"));
+        });
         region.innerHTML = html;
+        region.querySelectorAll("details[data-key]").forEach(function (d) {
+          if (open.indexOf(d.getAttribute("data-key")) >= 0) d.open = true;
+        });
         refreshes++;
         region.setAttribute("data-refreshes", String(refreshes));
         if (focusID) {

@@ -58,7 +58,8 @@ func TestPages(t *testing.T) {
 	p.waitVisible(row("emails"))
 }
 
-// TestPanicStack: a job whose handler panicked shows its stack on its page.
+// TestPanicStack: a job whose handler panicked shows its stack on its page, and the stack,
+// once opened, stays open when the page updates live.
 func TestPanicStack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -74,6 +75,13 @@ func TestPanicStack(t *testing.T) {
 	if !strings.Contains(stack, "failJobs") {
 		t.Errorf("the stack does not show the handler (failJobs):\n%s", stack)
 	}
+
+	// A live update of the page keeps the stack the reader opened open.
+	waitLive(p)
+	before := p.eval(`document.querySelector("[data-live]").dataset.refreshes || "0"`, "the refresh count")
+	enqueue(t, queue(t, e.otherClient(), "reports"), "grace@example.com", nil)
+	p.waitJS("the page to refresh", `(before) => (document.querySelector("[data-live]").dataset.refreshes || "0") !== before`, before)
+	p.waitText(testid("job-attempt-stack"), "goroutine")
 }
 
 // TestPathPrefix mounts the dashboard under /pgqueue, as an application does with
