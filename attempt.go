@@ -14,6 +14,9 @@ import (
 // attemptState is where one claimed attempt of a job is in its life within a runtime. Every
 // transition happens under runtime.mu, in the runtime's methods named after it:
 //
+//	waiting ──a slot of its queue freed──▶ running
+//	waiting ──lock lost, or cancelled──▶ abandoned (forgotten; its handler never ran)
+//	waiting ──Run ended──▶ finishing (handed back, uncharged)
 //	running ──CompleteTx──▶ inTx ──statement failed or matched nothing──▶ running
 //	running, inTx ──handler returned, or given up──▶ finishing ──settled──▶ (forgotten)
 //	running, inTx ──lock lost, or cancelled──▶ abandoned (forgotten)
@@ -34,6 +37,9 @@ const (
 	// attemptAbandoned: the lock is gone, the job was cancelled, or it was handed back while its
 	// handler still ran: whatever the handler returns is ignored.
 	attemptAbandoned
+	// attemptWaiting: claimed ahead of a free slot (queueRun.claimable), it waits in its
+	// queue's line for the slot a running handler frees; heartbeats extend its lease.
+	attemptWaiting
 )
 
 // attempt is one claimed attempt of a job, from its claim until its outcome is settled or it is
@@ -44,15 +50,20 @@ type attempt struct {
 	token       [16]byte
 	attempt     int
 	maxAttempts int
-	watched     bool // the queue was watched when the job was claimed
-	repeats     bool // the job has repeats left
-	started     time.Time
-	deadline    time.Time // when its JobTimeout passes; zero without one
-	cancel      context.CancelCauseFunc
+	watched     bool                        // the queue was watched when the job was claimed
+	repeats     bool                        // the job has repeats left
 	logger      atomic.Pointer[slog.Logger] // made by the first call of Logger in its handler
+
+	// Set under runtime.mu when it starts (queueRun.begin), before its handler runs; then read
+	// only.
+	started  time.Time
+	deadline time.Time // when its JobTimeout passes; zero without one
+	cancel   context.CancelCauseFunc
 
 	// Guarded by runtime.mu.
 	state    attemptState
+	row      *jobRow   // waiting: the row its handler gets
+	prev     *attempt  // waiting: the job's previous attempt here, its outcome not yet reported
 	leaseEnd time.Time // local, conservative estimate of lock_until
 	xact     string    // the transaction CompleteTx completed the job in; "" if none
 	released bool      // its slot was freed before its handler returned (given up)

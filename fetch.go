@@ -16,9 +16,10 @@ type claimWant struct {
 }
 
 // fetchLoop claims jobs and starts their handlers until ctx ends. It sleeps until a queue that
-// wants a claim (a wake-up, a full batch last time, a promotion, a rescue or the poll) has free
-// slots, then claims for every such queue in one round trip.
-func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
+// wants a claim (a wake-up, a full batch last time, a promotion, a rescue or the poll) may claim
+// (queueRun.claimable: it has free slots, or handlers expected to return before a claim comes
+// back), then claims for every such queue in one round trip.
+func (rt *runtime) fetchLoop(ctx context.Context) {
 	defer rt.stopClaimTimers()
 	failures := 0
 	for ctx.Err() == nil {
@@ -43,6 +44,7 @@ func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 			continue
 		}
 		failures = 0
+		rt.claimRTT = movingAverage(rt.claimRTT, time.Since(sent))
 		if ctx.Err() != nil {
 			// Shutdown began while the claim was under way: hand the jobs back.
 			for i, w := range wants {
@@ -63,7 +65,7 @@ func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 			w.q.empty = len(rows) < w.limit
 			if len(rows) > 0 {
 				w.q.drainPending = true
-				rt.start(jobBase, w.q, rows, sent.Add(w.q.opts.LockDuration))
+				rt.start(w.q, rows, sent.Add(w.q.opts.LockDuration))
 			}
 		}
 		rt.reportDrained()
@@ -75,8 +77,8 @@ func (rt *runtime) fetchLoop(ctx context.Context, jobBase context.Context) {
 // refilled one claim each.
 const gatherFor = 500 * time.Microsecond
 
-// fewSlotsFree reports whether every queue that wants a claim and has a free slot has less than
-// half its slots free and handlers running.
+// fewSlotsFree reports whether every queue that wants a claim and may claim has less than half
+// its Concurrency to claim and handlers running.
 func (rt *runtime) fewSlotsFree() bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -85,7 +87,7 @@ func (rt *runtime) fewSlotsFree() bool {
 		if !q.wantClaim.Load() {
 			continue
 		}
-		switch free := q.free(); {
+		switch free := q.claimable(rt.claimRTT); {
 		case free == 0:
 		case 2*free >= q.opts.Concurrency || q.busy == 0:
 			return false
@@ -96,6 +98,22 @@ func (rt *runtime) fewSlotsFree() bool {
 	return few
 }
 
+// claimable is q.claimable under rt.mu.
+func (rt *runtime) claimable(q *queueRun) int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return q.claimable(rt.claimRTT)
+}
+
+// movingAverage adds the sample d to the moving average avg (zero: no sample yet), weighing it
+// an eighth.
+func movingAverage(avg, d time.Duration) time.Duration {
+	if avg == 0 {
+		return max(d, 1)
+	}
+	return max(avg+(d-avg)/8, 1)
+}
+
 // wantedClaims returns the queues that want a claim and have free slots, taking their wish.
 func (rt *runtime) wantedClaims() []claimWant {
 	var wants []claimWant
@@ -103,7 +121,7 @@ func (rt *runtime) wantedClaims() []claimWant {
 		if !q.wantClaim.Load() {
 			continue
 		}
-		if free := rt.freeSlots(q); free > 0 && q.wantClaim.Swap(false) {
+		if free := rt.claimable(q); free > 0 && q.wantClaim.Swap(false) {
 			wants = append(wants, claimWant{q: q, limit: free})
 		}
 	}

@@ -69,7 +69,7 @@ func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {
 		switch {
 		case a.state == attemptInTx:
 			tx = append(tx, a)
-		case a.state == attemptRunning && (all || !now.Before(dueAt)):
+		case (a.state == attemptRunning || a.state == attemptWaiting) && (all || !now.Before(dueAt)):
 			due = append(due, a)
 		}
 	}
@@ -114,7 +114,7 @@ func (rt *runtime) heartbeat(ctx context.Context, all bool) {
 			a.leaseEnd = sent.Add(a.q.opts.LockDuration)
 		case held.locked[a.id]:
 			// Its row is locked for a moment: the next beat extends it.
-		case a.state == attemptRunning:
+		case a.state == attemptRunning || a.state == attemptWaiting:
 			gone = append(gone, a)
 		}
 	}
@@ -252,12 +252,16 @@ func (rt *runtime) giveUp(ctx context.Context, gone []*attempt) {
 	var lost, stopped []*attempt
 	rt.mu.Lock()
 	for _, a := range gone {
-		if rt.attempts[a.id] != a || a.state != attemptRunning {
+		if rt.attempts[a.id] != a {
 			continue
 		}
-		if cancelled[a.id] {
+		switch {
+		case a.state == attemptWaiting:
+			rt.drop(a)
+		case a.state != attemptRunning:
+		case cancelled[a.id]:
 			stopped = append(stopped, rt.abandon(a, ErrCancelled))
-		} else {
+		default:
 			lost = append(lost, rt.abandon(a, ErrLockLost))
 		}
 	}

@@ -34,7 +34,8 @@ func (rt *runtime) benchClaim(b *testing.B) []*attempt {
 	}
 	attempts := make([]*attempt, 0, 100)
 	for _, r := range claimed[0] {
-		_, a := q.newAttempt(b.Context(), r, sent, sent.Add(time.Minute))
+		a := q.newAttempt(r, sent.Add(time.Minute))
+		q.begin(b.Context(), a, sent)
 		rt.attempts[a.id] = a
 		attempts = append(attempts, a)
 	}

@@ -31,12 +31,19 @@ type runtime struct {
 	outcomes []outcome              // finished attempts waiting for the completer
 	busy     int                    // handlers running, of every queue
 
-	wakeFetch   chan struct{} // a queue wants a claim, a slot freed, or outcomes were settled
-	wakeMaint   chan struct{} // a queue wants promotion, or a rescue was asked for
-	settle      chan struct{} // outcomes wait for the completer
-	freed       chan struct{} // a handler returned or was given up (shutdown waits on it)
-	checkLeases chan struct{} // heartbeat now: the listener reconnected
-	reconnected chan struct{} // the listener reconnected: the database is back
+	wakeFetch   chan struct{}    // a queue wants a claim, a slot freed, or outcomes were settled
+	wakeMaint   chan struct{}    // a queue wants promotion, or a rescue was asked for
+	settle      chan struct{}    // outcomes wait for the completer
+	freed       chan struct{}    // a handler returned or was given up (shutdown waits on it)
+	checkLeases chan struct{}    // heartbeat now: the listener reconnected
+	reconnected chan struct{}    // the listener reconnected: the database is back
+	handlerWork chan handlerTask // to an idle handler goroutine (handlers.go)
+	stopped     chan struct{}    // closed once Run's handlers are done: idle handler goroutines end
+
+	runCtx  context.Context // Run's: once it ends, no waiting attempt starts
+	jobBase context.Context // what handlers' contexts derive from: Run's values, not its end
+	// claimRTT is the claim loop's own: a moving average of its round trips' duration.
+	claimRTT time.Duration
 
 	periodics []*periodicSpec // declared on the workers: the scheduler's (scheduler.go)
 }
@@ -63,6 +70,12 @@ type queueRun struct {
 	// Guarded by rt.mu.
 	busy int // handlers running, counted against Concurrency
 	held int // attempts claimed and not yet settled or abandoned
+	// waiting are attempts claimed ahead of a free slot (attemptWaiting), in the order they
+	// start in.
+	waiting []*attempt
+	// runMean is a moving average of its handlers' run times: how soon a running one returns.
+	// Zero until one has.
+	runMean time.Duration
 
 	// The fetch loop's own.
 	empty        bool        // the last claim found fewer jobs than it asked for
@@ -85,6 +98,8 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 		freed:       make(chan struct{}, 1),
 		checkLeases: make(chan struct{}, 1),
 		reconnected: make(chan struct{}, 1),
+		handlerWork: make(chan handlerTask),
+		stopped:     make(chan struct{}),
 	}
 	for _, s := range specs {
 		log := s.opts.Logger.With("queue", s.queue)
@@ -117,6 +132,8 @@ func (rt *runtime) run(ctx context.Context) error {
 	if err := rt.c.checkSchemaBeforeRun(ctx); err != nil {
 		return err
 	}
+	// Handlers keep ctx's values but not its cancellation, which means "stop claiming".
+	rt.runCtx, rt.jobBase = ctx, context.WithoutCancel(ctx)
 	for _, q := range rt.queues {
 		q.events.start()
 		q.sub = rt.c.listener.subscribe(q.name, q.onMessage)
@@ -134,9 +151,10 @@ func (rt *runtime) run(ctx context.Context) error {
 		maintenance.Go(func() { newScheduler(rt, rt.periodics).loop(ctx) })
 	}
 
-	// Handlers keep ctx's values but not its cancellation, which means "stop claiming".
-	rt.fetchLoop(ctx, context.WithoutCancel(ctx))
+	rt.fetchLoop(ctx)
+	rt.handBackWaiting()
 	err := rt.stopHandlers()
+	close(rt.stopped)
 	maintenance.Wait()
 	stopBackground()
 	background.Wait()
@@ -161,81 +179,67 @@ func (rt *runtime) closeEvents() {
 	wg.Wait()
 }
 
-// freeSlots is how many more jobs q may claim now: up to Concurrency handlers, and no more than
-// Concurrency outcomes waiting on a slow completer.
-func (rt *runtime) freeSlots(q *queueRun) int {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return q.free()
+// claimable is how many more jobs q may claim now (with rt.mu held), when a claim takes about
+// rtt: a job for each free slot, and for a queue without limits one ahead for each running
+// handler expected to return before a claim sent now comes back (rtt ÷ the handlers' mean run
+// time of them, all for handlers quicker than a claim, none before one has returned). A job
+// claimed ahead waits for the slot its predecessor frees, so that the claim loop sends its next
+// claim while the last one's jobs still run, instead of leaving the database idle until their
+// slots free. The attempts claimed and not yet settled stay within 2×Concurrency besides those
+// waiting, so a completer that falls behind slows the claims.
+func (q *queueRun) claimable(rtt time.Duration) int {
+	c, ahead := q.opts.Concurrency, 0
+	if q.runMean > 0 && q.busy > 0 && claimWay(q.way.Load()) == claimPlain {
+		ahead = int(float64(q.busy) * min(1, float64(rtt)/float64(q.runMean)))
+	}
+	return max(0, min(c+ahead-q.busy-len(q.waiting), 2*c+ahead-q.held))
 }
 
-// free is freeSlots with rt.mu held.
-func (q *queueRun) free() int {
-	return max(0, min(q.opts.Concurrency-q.busy, 2*q.opts.Concurrency-q.held))
-}
-
-// start runs a handler goroutine for each row claimed for q, in run order. It queues their
-// EventStarted under rt.mu, so that each comes before any other event of its attempt (which is
-// decided under rt.mu later), and only if the worker has an OnEvent; and after every event of
-// the job's previous attempt: the EventLockLost of one still running here, or, held back in
-// that attempt's next, after the outcome the completer has yet to report.
-func (rt *runtime) start(jobBase context.Context, q *queueRun, rows []*jobRow, leaseEnd time.Time) {
+// start takes the rows claimed for q as its attempts, waiting in run order for a slot, and
+// starts as many as there are free slots. A row whose job's previous attempt still runs here
+// means that attempt lost its lock (its lease ran out and the job was taken back before a
+// heartbeat noticed): it is given up first, and its EventLockLost comes before the new start.
+func (rt *runtime) start(q *queueRun, rows []*jobRow, leaseEnd time.Time) {
 	slices.SortFunc(rows, func(a, b *jobRow) int {
 		return cmp.Or(cmp.Compare(b.priority, a.priority), a.id.Compare(b.id))
 	})
 	now := time.Now()
 	var lost []*attempt
-	var started []Event
-	if q.events.active() {
-		started = make([]Event, 0, len(rows))
-	}
+	var events []Event
 	rt.mu.Lock()
 	for _, r := range rows {
 		old := rt.attempts[r.id]
-		if old != nil && (old.state == attemptRunning || old.state == attemptInTx) {
-			// An older attempt of the job still runs here: its lease ran out and the job was
-			// taken back before a heartbeat noticed. That attempt has lost its lock.
+		a := q.newAttempt(r, leaseEnd)
+		switch {
+		case old == nil:
+		case old.state == attemptRunning || old.state == attemptInTx:
 			lost = append(lost, rt.abandon(old, ErrLockLost))
-			if started != nil {
-				started = append(started, old.event(EventLockLost, now.Sub(old.started)))
+			if q.events.active() {
+				events = append(events, old.event(EventLockLost, now.Sub(old.started)))
 			}
+		case old.state == attemptWaiting:
+			rt.drop(old)
+		case old.state == attemptFinishing && !old.reported:
+			a.prev = old // the outcome of the job's previous attempt is yet to be reported
 		}
-		ctx, a := q.newAttempt(jobBase, r, now, leaseEnd)
 		rt.attempts[a.id] = a
 		q.held++
-		q.busy++
-		rt.busy++
-		switch {
-		case !q.events.active():
-		case old != nil && old.state == attemptFinishing && !old.reported:
-			// The job went back in line and was claimed again before the completer reported
-			// the outcome of its previous attempt: that event comes first.
-			old.next = append(old.next, a.event(EventStarted, 0))
-		default:
-			started = append(started, a.event(EventStarted, 0))
-		}
-		go rt.runAttempt(ctx, a, r)
+		q.waiting = append(q.waiting, a)
 	}
-	q.events.emitAll(started)
+	tasks, started := rt.startWaiting(q, now)
+	q.events.emitAll(append(events, started...))
 	rt.mu.Unlock()
+	rt.runHandlers(tasks)
 	rt.logLost(lost)
 	if len(lost) > 0 {
 		signal(rt.wakeFetch)
 	}
 }
 
-// newAttempt makes the attempt of a claimed row and its handler's context.
-func (q *queueRun) newAttempt(jobBase context.Context, r *jobRow, now, leaseEnd time.Time) (context.Context, *attempt) {
-	ctx, cancel := context.WithCancelCause(jobBase)
-	var deadline time.Time
-	if q.opts.JobTimeout > 0 {
-		deadline = now.Add(q.opts.JobTimeout)
-		var stop context.CancelFunc
-		ctx, stop = context.WithDeadlineCause(ctx, deadline, ErrJobTimeout)
-		cancelAll := cancel
-		cancel = func(cause error) { cancelAll(cause); stop() }
-	}
-	a := &attempt{
+// newAttempt makes the attempt of a claimed row, waiting for a slot: its handler's context is
+// made when it starts (begin).
+func (q *queueRun) newAttempt(r *jobRow, leaseEnd time.Time) *attempt {
+	return &attempt{
 		q:           q,
 		id:          r.id,
 		token:       r.token,
@@ -243,37 +247,87 @@ func (q *queueRun) newAttempt(jobBase context.Context, r *jobRow, now, leaseEnd 
 		maxAttempts: r.maxAttempts,
 		watched:     r.watched,
 		repeats:     r.repeatRemaining != 0,
-		started:     now,
-		deadline:    deadline,
-		cancel:      cancel,
+		cancel:      func(error) {},
 		leaseEnd:    leaseEnd,
+		state:       attemptWaiting,
+		row:         r,
 	}
-	return withAttempt(ctx, a), a
 }
 
-// runAttempt runs one attempt's handler and queues its outcome for the completer.
-func (rt *runtime) runAttempt(ctx context.Context, a *attempt, r *jobRow) {
+// begin starts a waiting attempt at now: it is running from then on, and its handler's context,
+// derived from jobBase, ends with its JobTimeout or when it is cancelled. The caller holds rt.mu,
+// or has not yet made a known to the other loops.
+func (q *queueRun) begin(jobBase context.Context, a *attempt, now time.Time) context.Context {
+	ctx, cancel := context.WithCancelCause(jobBase)
+	if q.opts.JobTimeout > 0 {
+		a.deadline = now.Add(q.opts.JobTimeout)
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadlineCause(ctx, a.deadline, ErrJobTimeout)
+		cancelAll := cancel
+		cancel = func(cause error) { cancelAll(cause); stop() }
+	}
+	a.state, a.started, a.cancel = attemptRunning, now, cancel
+	return withAttempt(ctx, a)
+}
+
+// startWaiting starts q's waiting attempts, in order, while it has free slots and Run has not
+// ended, and returns their handlers' tasks and the EventStarted of each, to be emitted under
+// rt.mu, so that each comes before any other event of its attempt (decided under rt.mu later),
+// and only if the worker has an OnEvent. An EventStarted whose job's previous attempt has its
+// outcome still to be reported waits in that attempt's next, so that a job's events come in the
+// order of its attempts. The caller holds rt.mu.
+func (rt *runtime) startWaiting(q *queueRun, now time.Time) (tasks []handlerTask, events []Event) {
+	for q.busy < q.opts.Concurrency && len(q.waiting) > 0 && rt.runCtx.Err() == nil {
+		a := q.waiting[0]
+		q.waiting = q.waiting[1:]
+		ctx := q.begin(rt.jobBase, a, now)
+		q.busy++
+		rt.busy++
+		tasks = append(tasks, handlerTask{ctx: ctx, a: a, r: a.row})
+		a.row = nil
+		switch prev := a.prev; {
+		case !q.events.active():
+		case prev != nil && !prev.reported:
+			prev.next = append(prev.next, a.event(EventStarted, 0))
+		default:
+			events = append(events, a.event(EventStarted, 0))
+		}
+		a.prev = nil
+	}
+	return tasks, events
+}
+
+// runAttempt runs one attempt's handler and queues its outcome for the completer. It returns the
+// attempts of the queue's that start in the slot it freed, for the caller to run.
+func (rt *runtime) runAttempt(ctx context.Context, a *attempt, r *jobRow) []handlerTask {
 	a.q.logJob(a, "pgqueue: job started")
 	err := a.q.call(ctx, r, a)
 	cause := context.Cause(ctx)
 	a.cancel(nil)
+	now := time.Now()
+	elapsed := now.Sub(a.started)
 
+	q := a.q
 	rt.mu.Lock()
 	if !a.released {
-		a.q.busy--
+		q.busy--
 		rt.busy--
 	}
 	queued := a.state == attemptRunning || a.state == attemptInTx
 	if queued {
 		a.state = attemptFinishing
-		rt.outcomes = append(rt.outcomes, classify(a, err, cause, time.Since(a.started)))
+		rt.outcomes = append(rt.outcomes, classify(a, err, cause, elapsed))
 	}
+	q.runMean = movingAverage(q.runMean, elapsed)
+	next, started := rt.startWaiting(q, now)
+	q.events.emitAll(started)
 	rt.mu.Unlock()
 	if queued {
 		signal(rt.settle)
 	}
 	signal(rt.freed)
 	signal(rt.wakeFetch)
+	return next
 }
 
 // call runs the worker's middleware and handler, turning a panic anywhere in them into a
@@ -311,6 +365,34 @@ func (rt *runtime) abandon(a *attempt, cause error) *attempt {
 	return a
 }
 
+// drop gives up a waiting attempt whose lock is gone: its handler never started, so nothing is
+// reported. The caller holds rt.mu.
+func (rt *runtime) drop(a *attempt) {
+	a.state = attemptAbandoned
+	a.q.waiting = slices.DeleteFunc(a.q.waiting, func(w *attempt) bool { return w == a })
+	a.row, a.prev = nil, nil
+	rt.forget(a)
+}
+
+// handBackWaiting queues the attempts still waiting for a slot, once Run has ended, to go back
+// to the queue unstarted and uncharged, as handBack does.
+func (rt *runtime) handBackWaiting() {
+	rt.mu.Lock()
+	n := 0
+	for _, q := range rt.queues {
+		for _, a := range q.waiting {
+			a.state, a.row, a.prev = attemptFinishing, nil, nil
+			rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeRequeue})
+			n++
+		}
+		q.waiting = nil
+	}
+	rt.mu.Unlock()
+	if n > 0 {
+		signal(rt.settle)
+	}
+}
+
 // forget stops counting a settled or abandoned attempt against its queue's held attempts, once,
 // and removes it from the runtime's attempts unless a newer attempt of the job took its place
 // there. The caller holds rt.mu.
@@ -330,6 +412,7 @@ func (rt *runtime) forget(a *attempt) {
 // return later is ignored.
 func (rt *runtime) giveUpOverdue(now time.Time) {
 	var overdue []*attempt
+	var tasks []handlerTask
 	rt.mu.Lock()
 	for _, a := range rt.attempts {
 		o := a.q.opts
@@ -344,7 +427,13 @@ func (rt *runtime) giveUpOverdue(now time.Time) {
 			overdue = append(overdue, a)
 		}
 	}
+	for _, a := range overdue {
+		next, started := rt.startWaiting(a.q, now)
+		a.q.events.emitAll(started)
+		tasks = append(tasks, next...)
+	}
 	rt.mu.Unlock()
+	rt.runHandlers(tasks)
 	for _, a := range overdue {
 		a.q.log.LogAttrs(context.Background(), slog.LevelError,
 			"pgqueue: gave up a handler that ignores its context; its goroutine is left running",
@@ -398,8 +487,12 @@ func (rt *runtime) cancelAttempts(q *queueRun, ids []ulid.ULID) {
 	var cancelled []*attempt
 	rt.mu.Lock()
 	for _, id := range ids {
-		if a := rt.attempts[id]; a != nil && a.q == q && (a.state == attemptRunning || a.state == attemptInTx) {
+		switch a := rt.attempts[id]; {
+		case a == nil || a.q != q:
+		case a.state == attemptRunning || a.state == attemptInTx:
 			cancelled = append(cancelled, rt.abandon(a, ErrCancelled))
+		case a.state == attemptWaiting:
+			rt.drop(a)
 		}
 	}
 	rt.mu.Unlock()
@@ -412,8 +505,12 @@ func (rt *runtime) expireLeases(now time.Time) {
 	var lost []*attempt
 	rt.mu.Lock()
 	for _, a := range rt.attempts {
-		if a.state == attemptRunning && now.After(a.leaseEnd) {
+		switch {
+		case !now.After(a.leaseEnd):
+		case a.state == attemptRunning:
 			lost = append(lost, rt.abandon(a, ErrLockLost))
+		case a.state == attemptWaiting:
+			rt.drop(a)
 		}
 	}
 	rt.mu.Unlock()

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 func TestClientRunChecksItsWorkers(t *testing.T) {
@@ -164,5 +167,194 @@ func (c *concurrencyTracker) checkAtMost(t testing.TB, limit func(queue string) 
 		if limit := limit(queue); n > limit {
 			t.Errorf("queue %s ran %d jobs at once, more than its Concurrency %d", queue, n, limit)
 		}
+	}
+}
+
+// gatedQueue is a queue of jobs 0 to n-1 whose handlers return at once for the first quick
+// jobs and then block until gate is closed (or their context ends), served with Concurrency 2:
+// the quick jobs teach the runtime that handlers return sooner than a claim comes back, so it
+// claims ahead of its free slots, and the blocked handlers keep the jobs claimed ahead waiting.
+type gatedQueue struct {
+	q       *Queue[int]
+	w       *Worker[int]
+	ev      *events
+	tracker *concurrencyTracker
+	gate    chan struct{}
+
+	mu      sync.Mutex
+	ran     map[ulid.ULID]int // handler calls by job
+	blocked int               // handlers waiting at the gate
+	run     *queueRun         // the queue in the runtime serving it, from a handler's attempt
+}
+
+const gatedQuick = 20
+
+func newGatedQueue(t *testing.T, b *bundle, n int, opts WorkerOptions) *gatedQueue {
+	t.Helper()
+	g := &gatedQueue{q: newQueue[int](t, b.client, "gated"), ev: newEvents(), tracker: newConcurrencyTracker(),
+		gate: make(chan struct{}), ran: map[ulid.ULID]int{}}
+	payloads := make([]int, n)
+	for i := range payloads {
+		payloads[i] = i
+	}
+	if _, err := g.q.EnqueueMany(t.Context(), payloads, nil); err != nil {
+		t.Fatal(err)
+	}
+	opts.Concurrency, opts.OnEvent, opts.PollInterval = 2, g.ev.on, noPoll
+	g.w = must(g.q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		defer g.tracker.enter(job.Queue)()
+		g.mu.Lock()
+		g.ran[job.ID]++
+		g.run = job.held.q
+		g.mu.Unlock()
+		if job.Payload < gatedQuick {
+			return nil
+		}
+		g.mu.Lock()
+		g.blocked++
+		g.mu.Unlock()
+		defer func() {
+			g.mu.Lock()
+			g.blocked--
+			g.mu.Unlock()
+		}()
+		select {
+		case <-g.gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, &opts))
+	return g
+}
+
+// waitAhead waits until two handlers block and two more jobs were claimed ahead of them, and
+// returns the ids of those two, as the runtime holds them.
+func (g *gatedQueue) waitAhead(t *testing.T, b *bundle) []ulid.ULID {
+	t.Helper()
+	var ahead []ulid.ULID
+	waitFor(t, 20*time.Second, "2 jobs claimed ahead of 2 blocked handlers", func() bool {
+		g.mu.Lock()
+		q, blocked := g.run, g.blocked
+		g.mu.Unlock()
+		if blocked < 2 {
+			return false
+		}
+		q.rt.mu.Lock()
+		defer q.rt.mu.Unlock()
+		ahead = ahead[:0]
+		for _, a := range q.waiting {
+			ahead = append(ahead, a.id)
+		}
+		return len(ahead) == 2
+	})
+	if n := b.count("status = 'running'"); n != 4 {
+		t.Fatalf("%d jobs running in the table, want 4 (2 handlers, 2 claimed ahead)", n)
+	}
+	return ahead
+}
+
+// A runtime whose handlers return sooner than a claim comes back claims ahead of its free slots:
+// the jobs claimed ahead wait for a slot and never make more handlers run than Concurrency; a
+// waiting job that is cancelled never runs; the other starts when a slot frees.
+func TestClaimAheadWaitsForASlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const jobs = gatedQuick + 10
+	g := newGatedQueue(t, b, jobs, WorkerOptions{})
+	runWorkers(t, b.client, g.w)
+	ahead := g.waitAhead(t, b)
+	if err := g.q.Cancel(t.Context(), ahead[0]); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	q := g.run
+	g.mu.Unlock()
+	waitFor(t, 10*time.Second, "the cancelled job to leave the line", func() bool {
+		q.rt.mu.Lock()
+		defer q.rt.mu.Unlock()
+		return !slices.ContainsFunc(q.waiting, func(a *attempt) bool { return a.id == ahead[0] })
+	})
+	close(g.gate)
+	for range jobs - 1 {
+		g.ev.next(t, EventCompleted)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ran[ahead[0]] != 0 {
+		t.Errorf("the cancelled job claimed ahead ran %d times", g.ran[ahead[0]])
+	}
+	if g.ran[ahead[1]] != 1 {
+		t.Errorf("the other job claimed ahead ran %d times, want 1", g.ran[ahead[1]])
+	}
+	g.tracker.checkAtMost(t, func(string) int { return 2 })
+	if n := b.count("status = 'cancelled' AND id = $1", ahead[0]); n != 1 {
+		t.Errorf("the cancelled job's row: %d rows cancelled", n)
+	}
+	if n := b.count("true"); n != 1 {
+		t.Errorf("%d jobs left, want the cancelled one", n)
+	}
+}
+
+// Jobs claimed ahead and still waiting when Run ends go back to the queue unstarted, their
+// attempts uncharged, as the jobs of the handlers that shutdown stopped do.
+func TestClaimAheadHandedBackAtShutdown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const jobs = gatedQuick + 10
+	g := newGatedQueue(t, b, jobs, WorkerOptions{ShutdownTimeout: 100 * time.Millisecond})
+	stop := runWorkers(t, b.client, g.w)
+	ahead := g.waitAhead(t, b)
+	stop()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, id := range ahead {
+		if g.ran[id] != 0 {
+			t.Errorf("job %s, waiting at shutdown, ran", ulid.ULID(id))
+		}
+	}
+	if n := b.count("status = 'available' AND attempt = 0"); n != jobs-gatedQuick {
+		t.Errorf("%d jobs back in line uncharged, want %d", n, jobs-gatedQuick)
+	}
+	if n := b.count("true"); n != jobs-gatedQuick {
+		t.Errorf("%d jobs left, want %d", n, jobs-gatedQuick)
+	}
+	handedBack := 0
+	for len(g.ev.ch) > 0 {
+		if ev := <-g.ev.ch; ev.Kind == EventHandedBack {
+			handedBack++
+		}
+	}
+	if handedBack != 4 {
+		t.Errorf("%d jobs reported handed back, want 4 (2 stopped, 2 waiting)", handedBack)
+	}
+}
+
+// With Concurrency 1, jobs claimed ahead start in the queue's order, one after another.
+func TestClaimAheadKeepsOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "ordered")
+	const jobs = 300
+	if _, err := q.EnqueueMany(t.Context(), make([]int, jobs), nil); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []ulid.ULID
+	done := make(chan struct{})
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if order = append(order, job.ID); len(order) == jobs {
+			close(done)
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 1, PollInterval: noPoll}))
+	runWorkers(t, b.client, w)
+	receive(t, done, 30*time.Second, "every job to start")
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.IsSortedFunc(order, ulid.ULID.Compare) {
+		t.Fatal("jobs started out of their queue's order")
 	}
 }

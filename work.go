@@ -179,7 +179,8 @@ func (s *inline) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, tim
 // lost), the cause; otherwise its outcome waits in rt.outcomes.
 func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attempt, error) {
 	rt, q := s.rt, s.q
-	hctx, a := q.newAttempt(context.WithoutCancel(ctx), r, time.Now(), leaseEnd)
+	a := q.newAttempt(r, leaseEnd)
+	hctx := q.begin(context.WithoutCancel(ctx), a, time.Now())
 	rt.mu.Lock()
 	rt.attempts[a.id] = a
 	q.held++
