@@ -114,7 +114,7 @@ func movingAverage(avg, d time.Duration) time.Duration {
 	return max(avg+(d-avg)/8, 1)
 }
 
-// wantedClaims returns the queues that want a claim and have free slots, taking their wish.
+// wantedClaims returns the queues that want a claim and may claim, taking their wish.
 func (rt *runtime) wantedClaims() []claimWant {
 	var wants []claimWant
 	for _, q := range rt.queues {

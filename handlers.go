@@ -24,6 +24,9 @@ func (rt *runtime) runHandlers(tasks []handlerTask) {
 		select {
 		case rt.handlerWork <- t:
 		default:
+			rt.mu.Lock()
+			rt.handlers++
+			rt.mu.Unlock()
 			go rt.handlerLoop(t)
 		}
 	}
@@ -33,6 +36,12 @@ func (rt *runtime) runHandlers(tasks []handlerTask) {
 // the slot t's handler frees; or by runHandlers), until it has waited handlerIdle for one or the
 // runtime has stopped. A handler that never returns keeps its goroutine, as it would its own.
 func (rt *runtime) handlerLoop(t handlerTask) {
+	defer func() {
+		rt.mu.Lock()
+		rt.handlers--
+		rt.mu.Unlock()
+		signal(rt.freed)
+	}()
 	idle := time.NewTimer(handlerIdle)
 	defer idle.Stop()
 	for {
@@ -51,5 +60,20 @@ func (rt *runtime) handlerLoop(t handlerTask) {
 		case <-rt.stopped:
 			return
 		}
+	}
+}
+
+// waitIdleHandlers waits, once Run's handlers are done and stopped is closed, until the only
+// handler goroutines left are those of handlers that still run (stuck past shutdown, or given up
+// after their JobTimeout): the idle ones end at once.
+func (rt *runtime) waitIdleHandlers() {
+	for {
+		rt.mu.Lock()
+		done := rt.handlers <= rt.busy+rt.released
+		rt.mu.Unlock()
+		if done {
+			return
+		}
+		<-rt.freed
 	}
 }

@@ -56,7 +56,7 @@ func newBeat(attempts []*attempt) beat {
 	return b
 }
 
-// dueBeats returns the running attempts to extend now (all, or those whose queue's
+// dueBeats returns the running and waiting attempts to extend now (all, or those whose queue's
 // HeartbeatInterval has passed since their lease was last set, give or take a tick), and apart
 // the attempts completed in their handler's transaction.
 func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {

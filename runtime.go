@@ -30,6 +30,8 @@ type runtime struct {
 	attempts map[ulid.ULID]*attempt // claimed and not yet settled or abandoned
 	outcomes []outcome              // finished attempts waiting for the completer
 	busy     int                    // handlers running, of every queue
+	released int                    // handlers given up (giveUpOverdue) and still running
+	handlers int                    // handler goroutines alive (handlers.go)
 
 	wakeFetch   chan struct{}    // a queue wants a claim, a slot freed, or outcomes were settled
 	wakeMaint   chan struct{}    // a queue wants promotion, or a rescue was asked for
@@ -100,6 +102,8 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 		reconnected: make(chan struct{}, 1),
 		handlerWork: make(chan handlerTask),
 		stopped:     make(chan struct{}),
+		runCtx:      context.Background(), // run sets both
+		jobBase:     context.Background(),
 	}
 	for _, s := range specs {
 		log := s.opts.Logger.With("queue", s.queue)
@@ -155,6 +159,7 @@ func (rt *runtime) run(ctx context.Context) error {
 	rt.handBackWaiting()
 	err := rt.stopHandlers()
 	close(rt.stopped)
+	rt.waitIdleHandlers()
 	maintenance.Wait()
 	stopBackground()
 	background.Wait()
@@ -180,13 +185,14 @@ func (rt *runtime) closeEvents() {
 }
 
 // claimable is how many more jobs q may claim now (with rt.mu held), when a claim takes about
-// rtt: a job for each free slot, and for a queue without limits one ahead for each running
-// handler expected to return before a claim sent now comes back (rtt ÷ the handlers' mean run
-// time of them, all for handlers quicker than a claim, none before one has returned). A job
-// claimed ahead waits for the slot its predecessor frees, so that the claim loop sends its next
-// claim while the last one's jobs still run, instead of leaving the database idle until their
-// slots free. The attempts claimed and not yet settled stay within 2×Concurrency besides those
-// waiting, so a completer that falls behind slows the claims.
+// rtt: a job for each free slot and, for a queue without limits, one ahead for each running
+// handler expected to return before a claim sent now comes back. That is the running handlers
+// times rtt ÷ their mean run time: all of them when handlers are quicker than a claim, none
+// before one has returned. A job claimed ahead waits for the slot its predecessor frees, so
+// that the claim loop sends its next claim while the last one's jobs still run, instead of
+// leaving the database idle until their slots free. The attempts claimed and not yet settled
+// stay within 2×Concurrency besides those claimed ahead, so a completer that falls behind slows
+// the claims.
 func (q *queueRun) claimable(rtt time.Duration) int {
 	c, ahead := q.opts.Concurrency, 0
 	if q.runMean > 0 && q.busy > 0 && claimWay(q.way.Load()) == claimPlain {
@@ -298,7 +304,8 @@ func (rt *runtime) startWaiting(q *queueRun, now time.Time) (tasks []handlerTask
 }
 
 // runAttempt runs one attempt's handler and queues its outcome for the completer. It returns the
-// attempts of the queue's that start in the slot it freed, for the caller to run.
+// tasks of the waiting attempts of its queue that start in the slot it freed, for the caller to
+// run.
 func (rt *runtime) runAttempt(ctx context.Context, a *attempt, r *jobRow) []handlerTask {
 	a.q.logJob(a, "pgqueue: job started")
 	err := a.q.call(ctx, r, a)
@@ -309,7 +316,9 @@ func (rt *runtime) runAttempt(ctx context.Context, a *attempt, r *jobRow) []hand
 
 	q := a.q
 	rt.mu.Lock()
-	if !a.released {
+	if a.released {
+		rt.released--
+	} else {
 		q.busy--
 		rt.busy--
 	}
@@ -420,6 +429,7 @@ func (rt *runtime) giveUpOverdue(now time.Time) {
 			a.state, a.released = attemptFinishing, true
 			a.q.busy--
 			rt.busy--
+			rt.released++
 			err := fmt.Errorf("%w: the handler did not return within %s of its JobTimeout (%s) and was given up",
 				ErrJobTimeout, o.ShutdownTimeout, o.JobTimeout)
 			rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeFailed, err: err,

@@ -172,8 +172,8 @@ func (c *concurrencyTracker) checkAtMost(t testing.TB, limit func(queue string) 
 
 // gatedQueue is a queue of jobs 0 to n-1 whose handlers return at once for the first quick
 // jobs and then block until gate is closed (or their context ends), served with Concurrency 2:
-// the quick jobs teach the runtime that handlers return sooner than a claim comes back, so it
-// claims ahead of its free slots, and the blocked handlers keep the jobs claimed ahead waiting.
+// once the runtime takes its handlers for quick ones it claims ahead of its free slots, and the
+// blocked handlers keep the jobs claimed ahead waiting.
 type gatedQueue struct {
 	q       *Queue[int]
 	w       *Worker[int]
@@ -228,18 +228,26 @@ func newGatedQueue(t *testing.T, b *bundle, n int, opts WorkerOptions) *gatedQue
 	return g
 }
 
-// waitAhead waits until two handlers block and two more jobs were claimed ahead of them, and
-// returns the ids of those two, as the runtime holds them.
+// waitAhead waits until two handlers block, then has the runtime take its handlers for quick
+// ones (their mean run time is its estimate: the quick jobs' own depends on the machine) and
+// waits until it has claimed two jobs ahead of them. It returns their ids, as the runtime holds
+// them.
 func (g *gatedQueue) waitAhead(t *testing.T, b *bundle) []ulid.ULID {
 	t.Helper()
+	var q *queueRun
+	waitFor(t, 20*time.Second, "2 blocked handlers", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		q = g.run
+		return g.blocked == 2
+	})
+	q.rt.mu.Lock()
+	q.runMean = time.Nanosecond
+	q.rt.mu.Unlock()
+	q.wantClaim.Store(true)
+	signal(q.rt.wakeFetch)
 	var ahead []ulid.ULID
 	waitFor(t, 20*time.Second, "2 jobs claimed ahead of 2 blocked handlers", func() bool {
-		g.mu.Lock()
-		q, blocked := g.run, g.blocked
-		g.mu.Unlock()
-		if blocked < 2 {
-			return false
-		}
 		q.rt.mu.Lock()
 		defer q.rt.mu.Unlock()
 		ahead = ahead[:0]
@@ -270,7 +278,7 @@ func TestClaimAheadWaitsForASlot(t *testing.T) {
 	g.mu.Lock()
 	q := g.run
 	g.mu.Unlock()
-	waitFor(t, 10*time.Second, "the cancelled job to leave the line", func() bool {
+	waitFor(t, 2*time.Second, "the cancelled job to leave the line", func() bool {
 		q.rt.mu.Lock()
 		defer q.rt.mu.Unlock()
 		return !slices.ContainsFunc(q.waiting, func(a *attempt) bool { return a.id == ahead[0] })
@@ -297,7 +305,8 @@ func TestClaimAheadWaitsForASlot(t *testing.T) {
 }
 
 // Jobs claimed ahead and still waiting when Run ends go back to the queue unstarted, their
-// attempts uncharged, as the jobs of the handlers that shutdown stopped do.
+// attempts uncharged, as the jobs of the handlers that shutdown stopped do; Run returns once its
+// handler goroutines have ended.
 func TestClaimAheadHandedBackAtShutdown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -308,6 +317,12 @@ func TestClaimAheadHandedBackAtShutdown(t *testing.T) {
 	stop()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	rt := g.run.rt
+	rt.mu.Lock()
+	if rt.handlers != 0 {
+		t.Errorf("%d handler goroutines alive after Run returned", rt.handlers)
+	}
+	rt.mu.Unlock()
 	for _, id := range ahead {
 		if g.ran[id] != 0 {
 			t.Errorf("job %s, waiting at shutdown, ran", ulid.ULID(id))
@@ -356,5 +371,36 @@ func TestClaimAheadKeepsOrder(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.IsSortedFunc(order, ulid.ULID.Compare) {
 		t.Fatal("jobs started out of their queue's order")
+	}
+}
+
+// claimable asks for a job per free slot and, for a queue without limits, one ahead per running
+// handler expected to return within a claim's round trip; the attempts it holds unsettled stay
+// bounded.
+func TestClaimable(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name                string
+		busy, waiting, held int
+		runMean, rtt        time.Duration
+		way                 claimWay
+		want                int
+	}{
+		{name: "idle", want: 10},
+		{name: "no run time known yet", busy: 10, held: 10, rtt: ms, want: 0},
+		{name: "handlers quicker than a claim", busy: 10, held: 10, runMean: ms / 2, rtt: ms, want: 10},
+		{name: "half return within a claim", busy: 10, held: 10, runMean: 2 * ms, rtt: ms, want: 5},
+		{name: "long jobs", busy: 10, held: 10, runMean: time.Second, rtt: 3 * ms, want: 0},
+		{name: "some slots free, long jobs", busy: 6, held: 6, runMean: time.Second, rtt: 3 * ms, want: 4},
+		{name: "already waiting", busy: 10, waiting: 4, held: 14, runMean: ms / 2, rtt: ms, want: 6},
+		{name: "completer behind", busy: 10, held: 28, runMean: ms / 2, rtt: ms, want: 2},
+		{name: "limited queue", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimCapped, want: 0},
+	} {
+		q := &queueRun{opts: WorkerOptions{Concurrency: 10}, busy: c.busy, held: c.held, runMean: c.runMean}
+		q.waiting = make([]*attempt, c.waiting)
+		q.way.Store(uint32(c.way))
+		if got := q.claimable(c.rtt); got != c.want {
+			t.Errorf("%s: claimable = %d, want %d", c.name, got, c.want)
+		}
 	}
 }

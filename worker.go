@@ -232,7 +232,7 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 }
 
 // Run claims and runs the jobs of the workers' queues until ctx ends, with one runtime for all
-// of them: one claim loop that claims for every queue with free slots in one round trip, one
+// of them: one claim loop that claims for every queue that can take jobs in one round trip, one
 // heartbeat, one completer and one maintenance loop. Each worker keeps its own Concurrency and
 // options. When ctx ends, Run shuts down gracefully: it stops claiming, lets running jobs finish
 // for up to their worker's ShutdownTimeout, then cancels the rest and hands their jobs back to
