@@ -185,17 +185,18 @@ func (rt *runtime) closeEvents() {
 }
 
 // claimable is how many more jobs q may claim now (with rt.mu held), when a claim takes about
-// rtt: a job for each free slot and, for a queue without limits, one ahead for each running
-// handler expected to return before a claim sent now comes back. That is the running handlers
-// times rtt ÷ their mean run time: all of them when handlers are quicker than a claim, none
-// before one has returned. A job claimed ahead waits for the slot its predecessor frees, so
-// that the claim loop sends its next claim while the last one's jobs still run, instead of
-// leaving the database idle until their slots free. The attempts claimed and not yet settled
-// stay within 2×Concurrency besides those claimed ahead, so a completer that falls behind slows
-// the claims.
+// rtt: a job for each free slot and, unless the queue has per-key limits or a rate, one ahead
+// for each running handler expected to return before a claim sent now comes back. That is the
+// running handlers times rtt ÷ their mean run time: all of them when handlers are quicker than
+// a claim, none before one has returned. A job claimed ahead waits for the slot its predecessor
+// frees, so that the claim loop sends its next claim while the last one's jobs still run,
+// instead of leaving the database idle until their slots free. It counts as running for a
+// MaxRunning from its claim, so it never lets more than MaxRunning run. The attempts claimed
+// and not yet settled stay within 2×Concurrency besides those claimed ahead, so a completer
+// that falls behind slows the claims.
 func (q *queueRun) claimable(rtt time.Duration) int {
 	c, ahead := q.opts.Concurrency, 0
-	if q.runMean > 0 && q.busy > 0 && claimWay(q.way.Load()) == claimPlain {
+	if q.runMean > 0 && q.busy > 0 && claimWay(q.way.Load()) != claimLimited {
 		ahead = int(float64(q.busy) * min(1, float64(rtt)/float64(q.runMean)))
 	}
 	return max(0, min(c+ahead-q.busy-len(q.waiting), 2*c+ahead-q.held))

@@ -374,9 +374,9 @@ func TestClaimAheadKeepsOrder(t *testing.T) {
 	}
 }
 
-// claimable asks for a job per free slot and, for a queue without limits, one ahead per running
-// handler expected to return within a claim's round trip; the attempts it holds unsettled stay
-// bounded.
+// claimable asks for a job per free slot and, unless the queue has per-key limits or a rate,
+// one ahead per running handler expected to return within a claim's round trip; the attempts it
+// holds unsettled stay bounded.
 func TestClaimable(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
@@ -394,7 +394,8 @@ func TestClaimable(t *testing.T) {
 		{name: "some slots free, long jobs", busy: 6, held: 6, runMean: time.Second, rtt: 3 * ms, want: 4},
 		{name: "already waiting", busy: 10, waiting: 4, held: 14, runMean: ms / 2, rtt: ms, want: 6},
 		{name: "completer behind", busy: 10, held: 28, runMean: ms / 2, rtt: ms, want: 2},
-		{name: "limited queue", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimCapped, want: 0},
+		{name: "MaxRunning only", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimCapped, want: 10},
+		{name: "per-key limits or rates", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimLimited, want: 0},
 	} {
 		q := &queueRun{opts: WorkerOptions{Concurrency: 10}, busy: c.busy, held: c.held, runMean: c.runMean}
 		q.waiting = make([]*attempt, c.waiting)
