@@ -2,7 +2,6 @@ package pgqueue
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -22,22 +21,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperMain())
 	}
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dsn, stop, err := testenv.Database()
-	if err != nil {
-		fmt.Fprint(os.Stderr, testenv.NoDatabaseMessage(err))
-		return 1
-	}
-	testDSN = dsn
-	code := m.Run()
-	stop()
-	if code == 0 && !testenv.CheckLeaks(func(format string, args ...any) { fmt.Fprintf(os.Stderr, format, args...) }) {
-		return 1
-	}
-	return code
+	os.Exit(testenv.RunTests(m, func(dsn string) (func(), error) {
+		testDSN = dsn
+		return nil, nil
+	}, testenv.CheckLeaks))
 }
 
 // randomName returns prefix followed by 12 random hex digits.

@@ -24,22 +24,10 @@ import (
 var testDSN string
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dsn, release, err := testenv.Database()
-	if err != nil {
-		fmt.Fprint(os.Stderr, testenv.NoDatabaseMessage(err))
-		return 1
-	}
-	testDSN = dsn
-	code := m.Run()
-	release()
-	if code == 0 && !testenv.CheckLeaks(func(format string, args ...any) { fmt.Fprintf(os.Stderr, format, args...) }) {
-		return 1
-	}
-	return code
+	os.Exit(testenv.RunTests(m, func(dsn string) (func(), error) {
+		testDSN = dsn
+		return nil, nil
+	}, testenv.CheckLeaks))
 }
 
 // bundle is what a test works with: a migrated schema, a client on it, a Handler and a server

@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"testing"
@@ -24,15 +23,10 @@ import (
 var testDSN string
 
 func TestMain(m *testing.M) {
-	dsn, release, err := testenv.Database()
-	if err != nil {
-		fmt.Fprint(os.Stderr, testenv.NoDatabaseMessage(err))
-		os.Exit(1)
-	}
-	testDSN = dsn
-	code := m.Run()
-	release()
-	os.Exit(code)
+	os.Exit(testenv.RunTests(m, func(dsn string) (func(), error) {
+		testDSN = dsn
+		return nil, nil
+	}, nil))
 }
 
 // env is a test's schema, migrated over lib/pq, with a lib/pq handle and a pgqueue client on it.

@@ -35,36 +35,22 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(runTests(m))
+	os.Exit(testenv.RunTests(m, setUp, func() error { return goleak.Find() }))
 }
 
-func runTests(m *testing.M) int {
-	dsn, release, err := testenv.Database()
-	if err != nil {
-		fmt.Fprint(os.Stderr, testenv.NoDatabaseMessage(err))
-		return 1
-	}
-	defer release()
+// setUp records the test database and builds the command, once, for every test to run.
+func setUp(dsn string) (tearDown func(), err error) {
 	testDSN = dsn
 	dir, err := os.MkdirTemp("", "pgqueue-cli-test-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "pgqueue")
 	if err := buildCommand(binary); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		_ = os.RemoveAll(dir)
+		return nil, err
 	}
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-			return 1
-		}
-	}
-	return code
+	return func() { _ = os.RemoveAll(dir) }, nil
 }
 
 // buildCommand builds the command into path; with the race detector if PGQUEUE_CLI_RACE is set.

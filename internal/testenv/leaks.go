@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"fmt"
 	goruntime "runtime"
 	"strings"
 	"time"
@@ -76,14 +77,13 @@ func IsNotOurs(stack string) bool {
 	return false
 }
 
-// CheckLeaks reports goroutines left running after the tests through report; it returns false
-// if there are.
-func CheckLeaks(report func(format string, args ...any)) bool {
+// CheckLeaks waits up to LeakGrace for goroutines left running after the tests to end, and
+// returns an error with the stacks of those still running; nil if none is.
+func CheckLeaks() error {
 	leaked := Leaks(LeakGrace)
 	if len(leaked) == 0 {
-		return true
+		return nil
 	}
-	report("%d goroutines still run %s after the last test ended:\n\n%s\n",
+	return fmt.Errorf("%d goroutines still run %s after the last test ended:\n\n%s",
 		len(leaked), LeakGrace, strings.Join(leaked, "\n\n"))
-	return false
 }

@@ -8,8 +8,11 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if code == 0 && !CheckLeaks(func(format string, args ...any) { fmt.Fprintf(os.Stderr, format, args...) }) {
-		code = 1
+	if code == 0 {
+		if err := CheckLeaks(); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
