@@ -18,57 +18,91 @@ type claimWant struct {
 // fetchLoop claims jobs and starts their handlers until ctx ends. It sleeps until a queue that
 // wants a claim (a wake-up, a full batch last time, a promotion, a rescue or the poll) may claim
 // (queueRun.claimable: it has free slots, or handlers expected to return before a claim comes
-// back), then claims for every such queue in one round trip.
+// back), then claims for every such queue in one round trip. While that round is in flight it
+// sends the next one, for the queues whose last claim came back full (claimPipe), and it reads
+// the rounds in the order sent.
 func (rt *runtime) fetchLoop(ctx context.Context) {
 	defer rt.stopClaimTimers()
+	p := &claimPipe{rt: rt}
+	defer p.release()
 	failures := 0
-	for ctx.Err() == nil {
-		if rt.fewSlotsFree() {
-			// Handlers are returning: give the others a moment to, and claim one batch for all.
-			sleepCtx(ctx, gatherFor)
+	for {
+		if ctx.Err() == nil && !p.full() {
+			if len(p.rounds) == 0 && rt.fewSlotsFree() {
+				// Handlers are returning: give the others a moment to, and claim one batch for all.
+				sleepCtx(ctx, gatherFor)
+			}
+			if wants := rt.wantedClaims(len(p.rounds)); len(wants) > 0 {
+				round := newClaimRound(wants)
+				if err := p.send(ctx, round); err != nil {
+					failures++
+					rt.claimFailed(ctx, append(p.discard(), round), err, failures)
+				}
+				continue
+			}
 		}
-		wants := rt.wantedClaims()
-		if len(wants) == 0 {
+		if len(p.rounds) == 0 {
+			p.release()
+			if ctx.Err() != nil {
+				return
+			}
 			rt.reportDrained()
 			select {
 			case <-ctx.Done():
-				return
 			case <-rt.wakeFetch:
 			}
 			continue
 		}
-		claimed, again, sent, err := rt.claim(ctx, wants)
+		round, all, lim, err := p.read()
 		if err != nil {
 			failures++
-			rt.claimFailed(ctx, wants, err, failures)
+			rt.claimFailed(ctx, append([]*claimRound{round}, p.discard()...), err, failures)
 			continue
 		}
 		failures = 0
-		rt.claimRTT = movingAverage(rt.claimRTT, time.Since(sent))
-		if ctx.Err() != nil {
-			// Shutdown began while the claim was under way: hand the jobs back.
-			for i, w := range wants {
-				rt.handBack(w.q, claimed[i])
-			}
-			return
+		rt.unreserve(round)
+		rt.claimRTT = movingAverage(rt.claimRTT, time.Since(round.sent))
+		rt.took(ctx, round, all, lim)
+	}
+}
+
+// took starts the jobs a round claimed, or hands them back if Run has ended, and notes for each
+// of its queues whether to claim again.
+func (rt *runtime) took(ctx context.Context, round *claimRound, all []*jobRow, lim *limitedResult) {
+	claimed, again := round.results(all, lim)
+	if ctx.Err() != nil {
+		// Shutdown began while the claim was under way: hand the jobs back.
+		for i, w := range round.wants {
+			rt.handBack(w.q, claimed[i])
 		}
-		rt.announceStarts(ctx, wants, claimed)
-		for i, w := range wants {
-			rows := claimed[i]
-			// A full batch means more may be waiting: claim again as soon as a slot frees.
-			if len(rows) == w.limit {
-				w.q.wantClaim.Store(true)
-			}
-			if again[i].after > 0 && len(rows) < w.limit {
-				rt.claimAfter(w.q, again[i].after)
-			}
-			w.q.empty = len(rows) < w.limit
-			if len(rows) > 0 {
-				w.q.drainPending = true
-				rt.start(w.q, rows, sent.Add(w.q.opts.LockDuration))
-			}
+		return
+	}
+	rt.announceStarts(ctx, round.wants, claimed)
+	for i, w := range round.wants {
+		rows := claimed[i]
+		// A full batch means more may be waiting: claim again as soon as a slot frees.
+		if len(rows) == w.limit {
+			w.q.wantClaim.Store(true)
 		}
-		rt.reportDrained()
+		if again[i].after > 0 && len(rows) < w.limit {
+			rt.claimAfter(w.q, again[i].after)
+		}
+		w.q.empty = len(rows) < w.limit
+		if len(rows) > 0 {
+			w.q.drainPending = true
+			rt.start(w.q, rows, round.sent.Add(w.q.opts.LockDuration))
+		}
+	}
+	rt.reportDrained()
+}
+
+// unreserve stops counting the jobs a round asked for as on their way (wantedClaims counted
+// them), once it has been read or lost.
+func (rt *runtime) unreserve(round *claimRound) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, w := range round.wants {
+		w.q.claiming -= w.limit
 	}
 }
 
@@ -98,13 +132,6 @@ func (rt *runtime) fewSlotsFree() bool {
 	return few
 }
 
-// claimable is q.claimable under rt.mu.
-func (rt *runtime) claimable(q *queueRun) int {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return q.claimable(rt.claimRTT)
-}
-
 // movingAverage adds the sample d to the moving average avg (zero: no sample yet), weighing it
 // an eighth.
 func movingAverage(avg, d time.Duration) time.Duration {
@@ -114,14 +141,26 @@ func movingAverage(avg, d time.Duration) time.Duration {
 	return max(avg+(d-avg)/8, 1)
 }
 
-// wantedClaims returns the queues that want a claim and may claim, taking their wish.
-func (rt *runtime) wantedClaims() []claimWant {
+// wantedClaims returns the queues that want a claim and may claim, taking their wish, and
+// counts the jobs it asks for as on their way (queueRun.claiming) until the round is read. While
+// rounds are in flight (inFlight of them), a queue whose last claim came back full wants one
+// too, without a wish: its next jobs are likely there; but only a batch of at least half its
+// Concurrency is worth another round.
+func (rt *runtime) wantedClaims(inFlight int) []claimWant {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	var wants []claimWant
 	for _, q := range rt.queues {
-		if !q.wantClaim.Load() {
+		more := inFlight > 0 && !q.empty
+		if !more && !q.wantClaim.Load() {
 			continue
 		}
-		if free := rt.claimable(q); free > 0 && q.wantClaim.Swap(false) {
+		free := q.claimable(rt.claimRTT)
+		if free == 0 || inFlight > 0 && 2*free < q.opts.Concurrency {
+			continue
+		}
+		if q.wantClaim.Swap(false) || more {
+			q.claiming += free
 			wants = append(wants, claimWant{q: q, limit: free})
 		}
 	}
@@ -155,22 +194,20 @@ func (a *claimArgs) add(w claimWant) {
 	a.leases = append(a.leases, w.q.opts.LockDuration.Milliseconds())
 }
 
-// claimRound is one claim round trip's statements: claim.sql for plain, claim_limited.sql for
-// limited, after claim_lock.sql for the queues of locks (the capped ones among plain, and
-// limited).
+// claimRound is one claim round trip: the wants it claims for, and its statements: claim.sql for
+// plain, claim_limited.sql for limited, after claim_lock.sql for the queues of locks (the capped
+// ones among plain, and limited).
 type claimRound struct {
+	wants          []claimWant
+	index          map[string]int // want of each queue
 	plain, limited claimArgs
 	locks          []string
+	timeout        time.Duration // the longest lease of its queues: how long its round trip may take
+	sent           time.Time
 }
 
-// claim leases jobs for every queue of wants in one round trip (claimBatch), and returns the
-// rows claimed for each want, when to claim again for each if it came back short, and when the
-// round trip was sent. It does not let ctx interrupt the round trip: claimed rows whose result
-// never arrived would stay locked until their lease ran out.
-func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*jobRow, again []claimAgain, sent time.Time, err error) {
-	var round claimRound
-	index := make(map[string]int, len(wants))
-	var timeout time.Duration
+func newClaimRound(wants []claimWant) *claimRound {
+	round := &claimRound{wants: wants, index: make(map[string]int, len(wants))}
 	for i, w := range wants {
 		switch claimWay(w.q.way.Load()) {
 		case claimPlain:
@@ -182,31 +219,47 @@ func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*j
 			round.limited.add(w)
 			round.locks = append(round.locks, w.q.name)
 		}
-		index[w.q.name] = i
-		timeout = max(timeout, w.q.opts.LockDuration)
+		round.index[w.q.name] = i
+		round.timeout = max(round.timeout, w.q.opts.LockDuration)
 	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	return round
+}
+
+// claim leases jobs for every queue of wants in one round trip (claimBatch), and returns the
+// rows claimed for each want, when to claim again for each if it came back short, and when the
+// round trip was sent. It does not let ctx interrupt the round trip: claimed rows whose result
+// never arrived would stay locked until their lease ran out. The claim loop sends its rounds
+// through its pipeline instead (claimpipe.go); this is for Work and the benchmarks.
+func (rt *runtime) claim(ctx context.Context, wants []claimWant) (claimed [][]*jobRow, again []claimAgain, sent time.Time, err error) {
+	round := newClaimRound(wants)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), round.timeout)
 	defer cancel()
-	sent = time.Now()
+	round.sent = time.Now()
 	var lim limitedResult
-	all, err := rt.claimBatch(qctx, &round, &lim)
+	all, err := rt.claimBatch(qctx, round, &lim)
 	if err != nil {
-		return nil, nil, sent, fmt.Errorf("pgqueue: claim: %w", err)
+		return nil, nil, round.sent, fmt.Errorf("pgqueue: claim: %w", err)
 	}
-	claimed = make([][]*jobRow, len(wants))
+	claimed, again = round.results(all, &lim)
+	return claimed, again, round.sent, nil
+}
+
+// results sorts the rows a round claimed by want, and says for each want when to claim again.
+func (round *claimRound) results(all []*jobRow, lim *limitedResult) (claimed [][]*jobRow, again []claimAgain) {
+	claimed = make([][]*jobRow, len(round.wants))
 	for _, r := range all {
-		i := index[r.queue]
+		i := round.index[r.queue]
 		claimed[i] = append(claimed[i], r)
 	}
-	again = make([]claimAgain, len(wants))
+	again = make([]claimAgain, len(round.wants))
 	for _, name := range round.locks {
-		a := &again[index[name]]
+		a := &again[round.index[name]]
 		a.after = lim.waits[name]
 		if a.lockedOut = !slices.Contains(lim.locked, name); a.lockedOut {
 			a.after = lockedOutWait
 		}
 	}
-	return claimed, again, sent, nil
+	return claimed, again
 }
 
 // claimAgain says when to claim again for a want that came back short: after (0: when a
@@ -225,21 +278,73 @@ type limitedResult struct {
 	waits  map[string]time.Duration
 }
 
-// claimBatch sends a round's claim round trip, in one implicit transaction: claim_settings.sql;
-// without limited queues, claim.sql; with them, claim_lock.sql, then claim.sql and
-// claim_limited.sql for the queues that have any, and rate_wait.sql if a queue has a rate. It
-// returns the rows claimed, and fills in res.
+// claimBatch sends a round's claim round trip through the pool as one batch (claimRound.read),
+// and returns the rows claimed, filling in res.
 func (rt *runtime) claimBatch(ctx context.Context, round *claimRound, res *limitedResult) ([]*jobRow, error) {
-	b := round.batch(rt.c.cfg.ID)
-	plain, limited := &round.plain, &round.limited
-	br := rt.c.pool.SendBatch(ctx, b)
+	br := rt.c.pool.SendBatch(ctx, round.batch(rt.c.cfg.ID))
 	defer br.Close()
-	if _, err := br.Exec(); err != nil { // claim_settings
+	all, err := round.read(br.Query, res)
+	if err != nil {
 		return nil, err
+	}
+	return all, br.Close()
+}
+
+// batch returns the round's statements (statements) as a batch, for worker id.
+func (round *claimRound) batch(id string) *pgx.Batch {
+	b := &pgx.Batch{}
+	for _, s := range round.statements(id) {
+		b.Queue(s.sql, s.args...)
+	}
+	return b
+}
+
+// claimStatement is one statement of a claim round trip, and its arguments.
+type claimStatement struct {
+	sql  string
+	args []any
+}
+
+// statements returns the statements of the round's claim round trip, for worker id, to be run in
+// one implicit transaction: claim_settings.sql; without limited queues, claim.sql; with them,
+// claim_lock.sql, then claim.sql and claim_limited.sql for the queues that have any, and
+// rate_wait.sql if a queue has a rate.
+func (round *claimRound) statements(id string) []claimStatement {
+	plain, limited := &round.plain, &round.limited
+	s := []claimStatement{{sql: claimSettingsSQL}}
+	if len(round.locks) > 0 {
+		s = append(s, claimStatement{claimLockSQL, []any{round.locks}})
+	}
+	if len(plain.queues) > 0 {
+		s = append(s, claimStatement{claimSQL, []any{plain.queues, plain.limits, plain.leases, id}})
+	}
+	if len(limited.queues) > 0 {
+		s = append(s, claimStatement{claimLimitedSQL, []any{limited.queues, limited.limits, limited.leases, id}})
+	}
+	if limited.rated {
+		s = append(s, claimStatement{rateWaitSQL, []any{limited.queues}})
+	}
+	return s
+}
+
+// read reads the results of the round's statements, in order, each from next, and returns the
+// rows claimed, filling in res.
+func (round *claimRound) read(next func() (pgx.Rows, error), res *limitedResult) ([]*jobRow, error) {
+	plain, limited := &round.plain, &round.limited
+	rows, err := next() // claim_settings
+	if err != nil {
+		return nil, err
+	}
+	if rows.Close(); rows.Err() != nil {
+		return nil, rows.Err()
 	}
 	if len(round.locks) > 0 {
 		// Of what claim_lock returns, only the locked queues are read; the rest is its setting.
-		if err := br.QueryRow().Scan(nil, &res.locked); err != nil {
+		rows, err := next()
+		if err == nil {
+			_, err = pgx.ForEachRow(rows, []any{nil, &res.locked}, func() error { return nil })
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -248,7 +353,10 @@ func (rt *runtime) claimBatch(ctx context.Context, round *claimRound, res *limit
 		if len(args.queues) == 0 {
 			continue
 		}
-		rows, _ := br.Query()
+		rows, err := next()
+		if err != nil {
+			return nil, err
+		}
 		got, err := pgx.CollectRows(rows, scanJobRow)
 		if err != nil {
 			return nil, err
@@ -259,35 +367,18 @@ func (rt *runtime) claimBatch(ctx context.Context, round *claimRound, res *limit
 		res.waits = make(map[string]time.Duration)
 		var queue string
 		var ms int64
-		rows, _ := br.Query()
-		if _, err := pgx.ForEachRow(rows, []any{&queue, &ms}, func() error {
-			res.waits[queue] = time.Duration(ms) * time.Millisecond
-			return nil
-		}); err != nil {
+		rows, err := next()
+		if err == nil {
+			_, err = pgx.ForEachRow(rows, []any{&queue, &ms}, func() error {
+				res.waits[queue] = time.Duration(ms) * time.Millisecond
+				return nil
+			})
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	return all, br.Close()
-}
-
-// batch returns the statements of the round's claim round trip, for worker id (claimBatch).
-func (round *claimRound) batch(id string) *pgx.Batch {
-	plain, limited := &round.plain, &round.limited
-	b := &pgx.Batch{}
-	b.Queue(claimSettingsSQL)
-	if len(round.locks) > 0 {
-		b.Queue(claimLockSQL, round.locks)
-	}
-	if len(plain.queues) > 0 {
-		b.Queue(claimSQL, plain.queues, plain.limits, plain.leases, id)
-	}
-	if len(limited.queues) > 0 {
-		b.Queue(claimLimitedSQL, limited.queues, limited.limits, limited.leases, id)
-	}
-	if limited.rated {
-		b.Queue(rateWaitSQL, limited.queues)
-	}
-	return b
+	return all, nil
 }
 
 // lockedOutWait is how long a limited queue whose claim lock another process held waits before
@@ -316,15 +407,20 @@ func (rt *runtime) stopClaimTimers() {
 	}
 }
 
-// claimFailed reports a failed claim and waits before the next one: a back-off, cut short when
-// the listener is back (so is the database). Jobs the claim may have locked without an answer
-// arriving are taken back by the maintenance loop once their lease has run out.
-func (rt *runtime) claimFailed(ctx context.Context, wants []claimWant, err error, failures int) {
-	qs := make([]*queueRun, len(wants))
-	for i, w := range wants {
-		qs[i] = w.q
-		w.q.wantClaim.Store(true)
-		w.q.rescueAt.Store(time.Now().Add(w.q.opts.LockDuration).UnixNano())
+// claimFailed reports failed claim rounds and waits before the next one: a back-off, cut short
+// when the listener is back (so is the database). Jobs a round may have locked without its
+// result arriving are taken back by the maintenance loop once their lease has run out.
+func (rt *runtime) claimFailed(ctx context.Context, rounds []*claimRound, err error, failures int) {
+	var qs []*queueRun
+	for _, round := range rounds {
+		rt.unreserve(round)
+		for _, w := range round.wants {
+			if !slices.Contains(qs, w.q) {
+				qs = append(qs, w.q)
+			}
+			w.q.wantClaim.Store(true)
+			w.q.rescueAt.Store(time.Now().Add(w.q.opts.LockDuration).UnixNano())
+		}
 	}
 	signal(rt.wakeMaint)
 	rt.reportError(qs, "pgqueue: claim jobs", err)
@@ -345,7 +441,7 @@ func (rt *runtime) reportDrained() {
 			continue
 		}
 		rt.mu.Lock()
-		idle := q.held == 0
+		idle := q.held == 0 && q.claiming == 0
 		rt.mu.Unlock()
 		if idle {
 			q.drainPending = false

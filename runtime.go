@@ -72,6 +72,8 @@ type queueRun struct {
 	// Guarded by rt.mu.
 	busy int // handlers running, counted against Concurrency
 	held int // attempts claimed and not yet settled or abandoned
+	// claiming is how many jobs the claim rounds in flight ask for (the claim loop's pipeline).
+	claiming int
 	// waiting are attempts claimed ahead of a free slot (attemptWaiting), in the order they
 	// start in.
 	waiting []*attempt
@@ -186,20 +188,25 @@ func (rt *runtime) closeEvents() {
 
 // claimable is how many more jobs q may claim now (with rt.mu held), when a claim takes about
 // rtt: a job for each free slot and, unless the queue has per-key limits or a rate, one ahead
-// for each running handler expected to return before a claim sent now comes back. That is the
-// running handlers times rtt ÷ their mean run time: all of them when handlers are quicker than
-// a claim, none before one has returned. A job claimed ahead waits for the slot its predecessor
-// frees, so that the claim loop sends its next claim while the last one's jobs still run,
-// instead of leaving the database idle until their slots free. It counts as running for a
-// MaxRunning from its claim, so it never lets more than MaxRunning run. The attempts claimed
-// and not yet settled stay within 2×Concurrency besides those claimed ahead, so a completer
-// that falls behind slows the claims.
+// for each of its running handlers, and each job on its way in a claim round in flight, expected
+// to be done before a claim sent now comes back: their number times rtt ÷ the handlers' mean
+// run time, all of them when handlers are quicker than a claim, none before one has returned.
+// The jobs waiting for a slot or on their way count against it.
+//
+// A job claimed ahead waits for the slot its predecessor frees, so that the claim loop sends
+// its next claim while the last one's jobs still run, or are still on their way, instead of
+// leaving the database idle until their slots free. So the jobs waiting stay within
+// Concurrency once the rounds in flight are read, and within 2×Concurrency while they are. A
+// job claimed ahead counts as running for a MaxRunning from its claim, so it never lets more
+// than MaxRunning run. The attempts claimed and not yet settled stay within 4×Concurrency
+// besides those claimed ahead, so a completer that falls behind slows the claims; less held
+// back the drain, whose outcomes come in bursts of a claim's size.
 func (q *queueRun) claimable(rtt time.Duration) int {
 	c, ahead := q.opts.Concurrency, 0
-	if q.runMean > 0 && q.busy > 0 && claimWay(q.way.Load()) != claimLimited {
-		ahead = int(float64(q.busy) * min(1, float64(rtt)/float64(q.runMean)))
+	if due := q.busy + q.claiming; q.runMean > 0 && due > 0 && claimWay(q.way.Load()) != claimLimited {
+		ahead = int(float64(due) * min(1, float64(rtt)/float64(q.runMean)))
 	}
-	return max(0, min(c+ahead-q.busy-len(q.waiting), 2*c+ahead-q.held))
+	return max(0, min(c+ahead-q.busy-len(q.waiting)-q.claiming, 4*c+ahead-q.held-q.claiming))
 }
 
 // start takes the rows claimed for q as its attempts, waiting in run order for a slot, and

@@ -49,7 +49,8 @@ type WorkerOptions struct {
 	// Concurrency is how many jobs of the queue the worker runs at once: how many of its
 	// handlers run. Defaults to ConcurrencyDefault. When handlers return sooner than a claim
 	// round trip takes, the worker claims jobs ahead of its free slots, which wait in it for a
-	// slot: up to Concurrency more of its jobs than it runs may then be running in the table.
+	// slot: up to Concurrency more of its jobs than it runs may then be running in the table,
+	// and up to 2×Concurrency more while a second claim is on its way.
 	Concurrency int
 
 	// LockDuration is the lease a claim takes on a job. Heartbeats extend it while the handler

@@ -1,0 +1,175 @@
+package pgqueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// claimPipe is the claim loop's connection, in pipeline mode: the loop sends its next claim
+// round while the one before it still runs, so that the database goes from one claim straight
+// to the next instead of waiting while the loop reads the first one's jobs and starts them. A
+// drain spends most of the database's time in the claim statement, and with one round at a time
+// the claiming backend was idle half of it.
+//
+// The rounds of one connection run one after the other, each its own implicit transaction (a
+// Sync ends it), so a second round claims the jobs after the first one's, and the loop reads
+// them in the order it sent them: each queue's order holds as it does with one round at a time.
+// The loop holds the connection while rounds are in flight and gives it back to the pool when
+// it goes idle.
+type claimPipe struct {
+	rt     *runtime
+	conn   *pgxpool.Conn // nil: none held
+	pipe   *pgconn.Pipeline
+	stop   context.CancelFunc // ends the pipeline's context, which closes the connection
+	rounds []*claimRound      // sent and not yet read, oldest first
+	// stmts are the claim statements, prepared on the connection; behind a transaction pooler,
+	// which keeps no prepared statement, only described (once per Run): each round parses its
+	// statements again, with these parameter types.
+	stmts map[string]*pgconn.StatementDescription
+}
+
+// claimsInFlight is how many claim rounds the claim loop keeps in flight: one running on the
+// server, and the next waiting its turn there. Behind a transaction pooler, one: the pooler
+// may give each round's transaction another server connection, where a second round would not
+// wait for the first, and could claim before it (the jobs after the first's).
+func (p *claimPipe) claimsInFlight() int {
+	if p.rt.c.cfg.TransactionPooler {
+		return 1
+	}
+	return 2
+}
+
+// full reports whether no more rounds may be sent until one is read.
+func (p *claimPipe) full() bool { return len(p.rounds) >= p.claimsInFlight() }
+
+// claimStatementsSQL are the statements claim rounds are made of (claimRound.statements).
+var claimStatementsSQL = []string{claimSettingsSQL, claimLockSQL, claimSQL, claimLimitedSQL, rateWaitSQL}
+
+// open takes a connection from the pool, learns the claim statements' parameter types (prepares
+// them, unless behind a transaction pooler), and puts the connection in pipeline mode.
+func (p *claimPipe) open(ctx context.Context) error {
+	conn, err := p.rt.c.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	pooler := p.rt.c.cfg.TransactionPooler
+	stmts := make(map[string]*pgconn.StatementDescription, len(claimStatementsSQL))
+	for _, sql := range claimStatementsSQL {
+		var sd *pgconn.StatementDescription
+		switch {
+		case pooler && p.stmts[sql] != nil:
+			sd = p.stmts[sql]
+		case pooler:
+			sd, err = conn.Conn().PgConn().Prepare(ctx, "", sql, nil)
+		default:
+			sd, err = conn.Conn().Prepare(ctx, sql, sql) // once per connection; then pgx has it
+		}
+		if err != nil {
+			conn.Release()
+			return err
+		}
+		stmts[sql] = sd
+	}
+	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	p.conn, p.stop, p.stmts = conn, stop, stmts
+	p.pipe = conn.Conn().PgConn().StartPipeline(pctx)
+	return nil
+}
+
+// send sends round's statements, opening the connection first if none is held. On an error the
+// round is not in flight; the caller discards the pipe.
+func (p *claimPipe) send(ctx context.Context, round *claimRound) error {
+	if p.conn == nil {
+		if err := p.open(ctx); err != nil {
+			return err
+		}
+	}
+	typeMap := p.conn.Conn().TypeMap()
+	for _, s := range round.statements(p.rt.c.cfg.ID) {
+		sd := p.stmts[s.sql]
+		var b pgx.ExtendedQueryBuilder
+		if err := b.Build(typeMap, sd, s.args); err != nil {
+			return err
+		}
+		if p.rt.c.cfg.TransactionPooler {
+			p.pipe.SendQueryParams(s.sql, b.ParamValues, sd.ParamOIDs, b.ParamFormats, b.ResultFormats)
+		} else {
+			p.pipe.SendQueryStatement(sd, b.ParamValues, b.ParamFormats, b.ResultFormats)
+		}
+	}
+	round.sent = time.Now()
+	if err := p.pipe.Sync(); err != nil {
+		return err
+	}
+	p.rounds = append(p.rounds, round)
+	return nil
+}
+
+// read reads the oldest round in flight: the rows it claimed, and what it learnt of limited
+// queues. A round that takes longer than its timeout closes the connection. On an error the
+// caller discards the pipe.
+func (p *claimPipe) read() (*claimRound, []*jobRow, *limitedResult, error) {
+	round := p.rounds[0]
+	p.rounds = p.rounds[1:]
+	watchdog := time.AfterFunc(time.Until(round.sent.Add(round.timeout)), p.stop)
+	defer watchdog.Stop()
+	typeMap := p.conn.Conn().TypeMap()
+	var lim limitedResult
+	all, err := round.read(func() (pgx.Rows, error) {
+		res, err := p.pipe.GetResults()
+		if err != nil {
+			return nil, err
+		}
+		rr, ok := res.(*pgconn.ResultReader)
+		if !ok {
+			return nil, fmt.Errorf("unexpected pipeline result %T", res)
+		}
+		return pgx.RowsFromResultReader(typeMap, rr), nil
+	}, &lim)
+	if err != nil {
+		return round, nil, nil, err
+	}
+	res, err := p.pipe.GetResults()
+	if _, ok := res.(*pgconn.PipelineSync); err == nil && !ok {
+		err = fmt.Errorf("unexpected pipeline result %T", res)
+	}
+	return round, all, &lim, err
+}
+
+// discard closes the connection after a failure and returns the rounds that were in flight:
+// their results are lost, and the jobs they may have claimed come back when their leases run
+// out.
+func (p *claimPipe) discard() []*claimRound {
+	lost := p.rounds
+	p.rounds = nil
+	if p.conn == nil {
+		return lost
+	}
+	p.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = p.conn.Conn().Close(ctx)
+	_ = p.pipe.Close() // the connection is closed: it only ends pipeline mode
+	p.conn.Release()   // the pool drops a closed connection
+	p.conn, p.pipe = nil, nil
+	return lost
+}
+
+// release gives the connection back to the pool, once no round is in flight.
+func (p *claimPipe) release() {
+	if p.conn == nil {
+		return
+	}
+	if err := p.pipe.Close(); err != nil {
+		p.discard()
+		return
+	}
+	p.stop()
+	p.conn.Release()
+	p.conn, p.pipe = nil, nil
+}

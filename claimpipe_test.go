@@ -1,0 +1,153 @@
+package pgqueue
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// pipeRuntime returns a runtime serving one queue of n enqueued jobs, without running it, and
+// the jobs' ids in the queue's order.
+func pipeRuntime(t *testing.T, b *bundle, n int) (*runtime, []ulid.ULID) {
+	t.Helper()
+	q := newQueue[int](t, b.client, "piped")
+	ids, err := q.EnqueueMany(t.Context(), make([]int, n), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 10}))
+	return newRuntime(b.client, []*workerSpec{&w.spec}), ids
+}
+
+func rowIDs(rows []*jobRow) []ulid.ULID {
+	ids := make([]ulid.ULID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.id
+	}
+	slices.SortFunc(ids, ulid.ULID.Compare)
+	return ids
+}
+
+// Claim rounds sent one after another on the claim loop's connection, before any is read, run
+// in the order sent: each claims the jobs after the one before it.
+func TestClaimPipeKeepsOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rt, ids := pipeRuntime(t, b, 30)
+	p := &claimPipe{rt: rt}
+	defer p.release()
+	for range 3 {
+		if err := p.send(t.Context(), newClaimRound([]claimWant{{q: rt.queues[0], limit: 10}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		round, all, _, err := p.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := rowIDs(all), ids[10*i:10*i+10]; !slices.Equal(got, want) {
+			t.Fatalf("round %d claimed %v, want %v", i, got, want)
+		}
+		if round.sent.IsZero() {
+			t.Fatalf("round %d has no send time", i)
+		}
+	}
+	if n := b.count("status = 'running'"); n != 30 {
+		t.Fatalf("%d jobs running, want 30", n)
+	}
+}
+
+// A claim connection lost with rounds in flight fails the read; discarding the pipe returns the
+// rounds whose results are lost, and the next round goes out on a new connection.
+func TestClaimPipeLostConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rt, ids := pipeRuntime(t, b, 30)
+	p := &claimPipe{rt: rt}
+	defer p.release()
+	round := func() *claimRound { return newClaimRound([]claimWant{{q: rt.queues[0], limit: 10}}) }
+	if err := p.send(t.Context(), round()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := p.read(); err != nil {
+		t.Fatal(err)
+	}
+	pid := p.conn.Conn().PgConn().PID()
+	if _, err := b.pool.Exec(t.Context(), "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := p.send(t.Context(), round()); err != nil {
+			// The write may already notice the connection is gone.
+			p.discard()
+			break
+		}
+	}
+	if len(p.rounds) > 0 {
+		if _, _, _, err := p.read(); err == nil {
+			t.Fatal("a read on a terminated connection succeeded")
+		}
+		if lost := p.discard(); len(lost) != 1 {
+			t.Fatalf("discard returned %d rounds, want the 1 left in flight", len(lost))
+		}
+	}
+	if p.conn != nil {
+		t.Fatal("the pipe still holds the lost connection")
+	}
+	if err := p.send(t.Context(), round()); err != nil {
+		t.Fatal(err)
+	}
+	_, all, _, err := p.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 10 || p.conn.Conn().PgConn().PID() == pid {
+		t.Fatalf("after the loss: %d jobs claimed on backend %d (the lost one was %d)", len(all), p.conn.Conn().PgConn().PID(), pid)
+	}
+	if got := rowIDs(all); !slices.Equal(got, ids[10:20]) && !slices.Equal(got, ids[20:30]) {
+		t.Fatalf("after the loss the claim took %v, want the jobs after the first round's", got)
+	}
+}
+
+// A round that takes longer than its queues' longest lease closes the connection instead of
+// waiting for it forever.
+func TestClaimPipeRoundTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rt, _ := pipeRuntime(t, b, 10)
+	p := &claimPipe{rt: rt}
+	defer p.release()
+	// A first round opens the connection and prepares the statements.
+	if err := p.send(t.Context(), newClaimRound([]claimWant{{q: rt.queues[0], limit: 1}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := p.read(); err != nil {
+		t.Fatal(err)
+	}
+	// Then another transaction locks the table, and the next claim waits for it.
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE pgqueue_jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	r := newClaimRound([]claimWant{{q: rt.queues[0], limit: 10}})
+	r.timeout = 200 * time.Millisecond
+	if err := p.send(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, _, _, err := p.read(); err == nil {
+		t.Fatal("a round blocked past its timeout was read")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the blocked read failed after %v", d)
+	}
+	p.discard()
+}
