@@ -423,7 +423,7 @@ func (rt *runtime) claimFailed(ctx context.Context, rounds []*claimRound, err er
 		}
 	}
 	signal(rt.wakeMaint)
-	rt.reportError(qs, "pgqueue: claim jobs", err)
+	rt.reportError(qs, "pgqueue: claim jobs", fmt.Errorf("pgqueue: claim: %w", err))
 	pause := time.NewTimer(retryDelay(failures))
 	defer pause.Stop()
 	select {
