@@ -52,28 +52,44 @@ func (rt *runtime) completeLoop(ctx context.Context) {
 // left. Jobs it cannot settle stay running in the table until their leases run out and another
 // process takes them back: they are not lost.
 func (rt *runtime) finalSettle() {
-	batch := rt.takeOutcomes()
-	if len(batch) == 0 {
-		return
-	}
 	var timeout time.Duration
 	for _, q := range rt.queues {
 		timeout = max(timeout, q.opts.ShutdownTimeout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := rt.settleOutcomes(ctx, batch); err != nil {
-		rt.reportError(queuesOfOutcomes(batch),
-			"pgqueue: settle finished jobs at shutdown; they will be taken back when their leases run out", err)
+	// More than one batch only when a job has two outcomes (takeOutcomes).
+	for batch := rt.takeOutcomes(); len(batch) > 0; batch = rt.takeOutcomes() {
+		if err := rt.settleOutcomes(ctx, batch); err != nil {
+			rt.reportError(queuesOfOutcomes(batch),
+				"pgqueue: settle finished jobs at shutdown; they will be taken back when their leases run out", err)
+			return
+		}
 	}
 }
 
+// takeOutcomes takes the outcomes waiting for the completer, at most one of each job. A job
+// whose lease ran out while its outcome waited (the database was away) can be claimed again, by
+// this runtime too, and its newer attempt's outcome then joins the older one. The settle
+// statements' results name jobs by id, so the newer outcome waits for the next batch, after
+// the older one has been settled (as lost: its token is gone) and reported.
 func (rt *runtime) takeOutcomes() []outcome {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	batch := rt.outcomes
 	rt.outcomes = nil
-	return batch
+	seen := make(map[ulid.ULID]bool, len(batch))
+	n := 0
+	for _, o := range batch {
+		if seen[o.a.id] {
+			rt.outcomes = append(rt.outcomes, o)
+			continue
+		}
+		seen[o.a.id] = true
+		batch[n] = o
+		n++
+	}
+	return batch[:n]
 }
 
 func (rt *runtime) putBackOutcomes(batch []outcome) {

@@ -161,3 +161,60 @@ func TestWorkerFixedRetryDelay(t *testing.T) {
 	}
 	ev.next(t, EventCompleted)
 }
+
+// Two outcomes of one job wait for the completer when its lease ran out while the first waited
+// (the database was away) and this runtime claimed the job again and ran it: the first is
+// settled and reported lost (its token is gone), and only then the second, completed. Settled
+// in one batch, the second's result answered for both, and the lost attempt was reported
+// completed.
+func TestSettleTwoAttemptsOfOneJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "twice")
+	if _, err := q.Enqueue(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvents()
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{OnEvent: ev.on}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	qr := rt.queues[0]
+	qr.events.start()
+	defer rt.closeEvents()
+	finished := func() *attempt {
+		t.Helper()
+		claimed, _, sent, err := rt.claim(ctx, []claimWant{{q: qr, limit: 1}})
+		if err != nil || len(claimed[0]) != 1 {
+			t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
+		}
+		a := qr.newAttempt(claimed[0][0], sent.Add(time.Minute))
+		a.state = attemptFinishing
+		rt.mu.Lock()
+		rt.attempts[a.id] = a
+		qr.held++
+		rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeDone})
+		rt.mu.Unlock()
+		return a
+	}
+	first := finished()
+	b.exec("UPDATE pgqueue_jobs SET status = 'available'") // as a rescue of its expired lease would
+	second := finished()
+	for i, want := range []struct {
+		a    *attempt
+		kind EventKind
+	}{{first, EventLockLost}, {second, EventCompleted}} {
+		batch := rt.takeOutcomes()
+		if len(batch) != 1 || batch[0].a != want.a {
+			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
+		}
+		if err := rt.settleOutcomes(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {
+			t.Fatalf("attempt %d reported %s, want %s", e.Attempt, e.Kind, want.kind)
+		}
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs left, want none", n)
+	}
+}

@@ -92,6 +92,8 @@ func connect(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	// The runtime's own connections, plus one for each handler slot (Concurrency 1 + 2).
+	cfg.MaxConns = max(cfg.MaxConns, pgqueue.RuntimeConns+3)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
