@@ -39,7 +39,7 @@ type poolWatch struct {
 }
 
 // lookAtPool compares the pool's waits since the last look with the time passed, and logs a
-// warning when callers waited more than poolWaitShare of it.
+// warning when callers waited more than poolWaitShare of it with the pool at its MaxConns.
 func (rt *runtime) lookAtPool(ctx context.Context, w *poolWatch, now time.Time) {
 	stat := rt.c.pool.Stat()
 	total := stat.EmptyAcquireWaitTime()
@@ -53,6 +53,11 @@ func (rt *runtime) lookAtPool(ctx context.Context, w *poolWatch, now time.Time) 
 	}
 	waited := total - w.waited
 	w.waited, w.since = total, now
+	if stat.TotalConns() < stat.MaxConns() {
+		// The pool still has room: its callers waited for new connections to open (as every
+		// pool does while it grows, at start), not for a pool too small.
+		return
+	}
 	if float64(waited) < poolWaitShare*float64(window) || (!w.warned.IsZero() && now.Sub(w.warned) < poolWarnEvery) {
 		return
 	}

@@ -10,20 +10,23 @@ import (
 
 // Run warns, with the figures, when callers of the pool keep waiting for connections: here five
 // handler slots each hold a connection for a while through a pool of three. A pool as small
-// whose handlers do not touch the database gets no warning, and both run every job.
+// whose handlers do not touch the database gets no warning, nor does a pool large enough, whose
+// callers wait only while it opens its connections; all of them run every job.
 func TestPoolWaitWarning(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for _, c := range []struct {
-		name   string
-		useDB  bool
-		warned bool
+		name     string
+		maxConns int32
+		useDB    bool
+		warned   bool
 	}{
-		{"handlers holding connections", true, true},
-		{"handlers not using the pool", false, false},
+		{"handlers holding connections", 3, true, true},
+		{"handlers not using the pool", 3, false, false},
+		{"a pool large enough, growing", 20, true, false},
 	} {
 		var out syncBuffer
-		pool := newPool(t, b.schema, 3)
+		pool := newPool(t, b.schema, c.maxConns)
 		client, err := NewClient(pool, &Config{
 			Logger: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
