@@ -9,9 +9,9 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// pipeRuntime returns a runtime serving one queue of n enqueued jobs, without running it, and
-// the jobs' ids in the queue's order.
-func pipeRuntime(t *testing.T, b *bundle, n int) (*runtime, []ulid.ULID) {
+// newPipe returns a claim pipe of a runtime serving one queue of n enqueued jobs, without
+// running it, and the jobs' ids in the queue's order. The pipe is released when the test ends.
+func newPipe(t *testing.T, b *bundle, n int) (*claimPipe, []ulid.ULID) {
 	t.Helper()
 	q := newQueue[int](t, b.client, "piped")
 	ids, err := q.EnqueueMany(t.Context(), make([]int, n), nil)
@@ -19,7 +19,9 @@ func pipeRuntime(t *testing.T, b *bundle, n int) (*runtime, []ulid.ULID) {
 		t.Fatal(err)
 	}
 	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 10}))
-	return newRuntime(b.client, []*workerSpec{&w.spec}), ids
+	p := &claimPipe{rt: newRuntime(b.client, []*workerSpec{&w.spec})}
+	t.Cleanup(p.release)
+	return p, ids
 }
 
 // sendRound sends a claim round for limit jobs of the pipe's runtime's queue.
@@ -53,9 +55,7 @@ func readRound(t *testing.T, p *claimPipe) []ulid.ULID {
 func TestClaimPipeKeepsOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	rt, ids := pipeRuntime(t, b, 30)
-	p := &claimPipe{rt: rt}
-	defer p.release()
+	p, ids := newPipe(t, b, 30)
 	for range 3 {
 		sendRound(t, p, 10)
 	}
@@ -74,9 +74,7 @@ func TestClaimPipeKeepsOrder(t *testing.T) {
 func TestClaimPipeLostConnection(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	rt, ids := pipeRuntime(t, b, 30)
-	p := &claimPipe{rt: rt}
-	defer p.release()
+	p, ids := newPipe(t, b, 30)
 	sendRound(t, p, 10)
 	readRound(t, p)
 	pid := p.conn.Conn().PgConn().PID()
@@ -84,7 +82,7 @@ func TestClaimPipeLostConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := p.send(t.Context(), newClaimRound([]claimWant{{q: rt.queues[0], limit: 10}})); err != nil {
+		if err := p.send(t.Context(), newClaimRound([]claimWant{{q: p.rt.queues[0], limit: 10}})); err != nil {
 			// The write may already notice the connection is gone.
 			p.discard()
 			break
@@ -115,9 +113,7 @@ func TestClaimPipeLostConnection(t *testing.T) {
 func TestClaimPipeRoundTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	rt, _ := pipeRuntime(t, b, 10)
-	p := &claimPipe{rt: rt}
-	defer p.release()
+	p, _ := newPipe(t, b, 10)
 	// A first round opens the connection and prepares the statements.
 	sendRound(t, p, 1)
 	readRound(t, p)
@@ -130,7 +126,7 @@ func TestClaimPipeRoundTimeout(t *testing.T) {
 	if _, err := tx.Exec(t.Context(), "LOCK TABLE pgqueue_jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
-	r := newClaimRound([]claimWant{{q: rt.queues[0], limit: 10}})
+	r := newClaimRound([]claimWant{{q: p.rt.queues[0], limit: 10}})
 	r.timeout = 200 * time.Millisecond
 	if err := p.send(t.Context(), r); err != nil {
 		t.Fatal(err)
