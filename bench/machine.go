@@ -14,8 +14,9 @@ import (
 // machineCPU is the whole machine's CPU time so far, summed over its cores, from the "cpu" line
 // of /proc/stat, in clock ticks.
 type machineCPU struct {
-	busy uint64 // user, nice, system, irq, softirq and steal
-	idle uint64 // idle and iowait
+	busy   uint64 // user, nice, system, irq, softirq and steal
+	idle   uint64 // idle and iowait
+	iowait uint64 // of idle: idle with a disk request outstanding
 }
 
 // readMachineCPU reads the machine's CPU time from /proc/stat.
@@ -51,9 +52,13 @@ func parseMachineCPU(stat []byte) (machineCPU, error) {
 	const idle, iowait = 3, 4
 	var c machineCPU
 	for i, n := range ticks {
-		if i == idle || i == iowait {
+		switch i {
+		case iowait:
+			c.iowait = n
 			c.idle += n
-		} else {
+		case idle:
+			c.idle += n
+		default:
 			c.busy += n
 		}
 	}
@@ -63,24 +68,37 @@ func parseMachineCPU(stat []byte) (machineCPU, error) {
 // busyPercentSince returns the share of the machine's CPU time that was busy between an
 // earlier reading and this one, in percent of every core; NaN if no time passed.
 func (c machineCPU) busyPercentSince(earlier machineCPU) float64 {
-	busy, idle := float64(c.busy-earlier.busy), float64(c.idle-earlier.idle)
-	if busy+idle <= 0 {
+	return c.percentSince(earlier, c.busy-earlier.busy)
+}
+
+// iowaitPercentSince returns the share of the machine's CPU time between an earlier reading and
+// this one that was idle while a disk request was outstanding (part of what was not busy), in
+// percent of every core; NaN if no time passed.
+func (c machineCPU) iowaitPercentSince(earlier machineCPU) float64 {
+	return c.percentSince(earlier, c.iowait-earlier.iowait)
+}
+
+// percentSince returns ticks in percent of the machine's CPU time since an earlier reading.
+func (c machineCPU) percentSince(earlier machineCPU, ticks uint64) float64 {
+	total := float64(c.busy - earlier.busy + c.idle - earlier.idle)
+	if total <= 0 {
 		return math.NaN()
 	}
-	return 100 * busy / (busy + idle)
+	return 100 * float64(ticks) / total
 }
 
 // machineBusy measures how busy the whole machine is over an interval: start it, and call the
-// function it returns at the interval's end for the percentage. Without /proc/stat (another
-// operating system) the percentage is NaN, reported as n/a.
-func machineBusy() func() float64 {
+// function it returns at the interval's end for the busy percentage and, of the rest, the
+// percentage spent waiting for the disk. Without /proc/stat (another operating system) both are
+// NaN, reported as n/a.
+func machineBusy() func() (busy, iowait float64) {
 	before, err0 := readMachineCPU()
-	return func() float64 {
+	return func() (float64, float64) {
 		after, err1 := readMachineCPU()
 		if errors.Join(err0, err1) != nil {
-			return math.NaN()
+			return math.NaN(), math.NaN()
 		}
-		return after.busyPercentSince(before)
+		return after.busyPercentSince(before), after.iowaitPercentSince(before)
 	}
 }
 

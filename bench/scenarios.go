@@ -186,13 +186,18 @@ func (e *env) wakeJobs() int      { return int(e.duration(wakeFor, 50*wakeEvery)
 func (e *env) dueJobs() int       { return int(e.duration(dueFor, 10*dueEvery) / dueEvery) }
 
 // drainMetrics are the metrics of a drain.
-var drainMetrics = []metric{{"jobs/s", true}, {busyMetric, true}}
+var drainMetrics = []metric{{"jobs/s", true}, {busyMetric, true}, {iowaitMetric, false}}
 
 // idleMetrics are the metrics of an idle worker.
 var idleMetrics = []metric{{"client CPU %", false}, {"server CPU %", false}}
 
-// busyMetric is the whole machine's CPU use during a drain.
-const busyMetric = "% of the machine busy"
+// busyMetric is the whole machine's CPU use during a drain; iowaitMetric the part of the rest
+// the machine spent idle with a disk request outstanding (mostly commits waiting for the WAL to
+// reach the disk).
+const (
+	busyMetric   = "% of the machine busy"
+	iowaitMetric = "% of the machine waiting for the disk"
+)
 
 // scenarios returns every scenario in the order they run. It stays one function: it is
 // the benchmark's table of contents, one entry a scenario, read in the order they run.
@@ -421,7 +426,7 @@ func timeDrain(ctx context.Context, e *env, s system, queues []queueSlots, n, sc
 	if err != nil {
 		return nil, errors.Join(err, s.Stop(ctx))
 	}
-	busyPercent := busy()
+	busyPercent, iowaitPercent := busy()
 	if err := s.Stop(ctx); err != nil {
 		return nil, err
 	}
@@ -438,7 +443,7 @@ func timeDrain(ctx context.Context, e *env, s system, queues []queueSlots, n, sc
 	if err := expectStates(ctx, s, want); err != nil {
 		return nil, err
 	}
-	return result{"jobs/s": float64(n) / elapsed.Seconds(), busyMetric: busyPercent}, nil
+	return result{"jobs/s": float64(n) / elapsed.Seconds(), busyMetric: busyPercent, iowaitMetric: iowaitPercent}, nil
 }
 
 // prefill enqueues n jobs numbered from first into queue, in COPY batches of prefillBatch,
@@ -743,7 +748,7 @@ func queuesLabel(n int) string {
 func queuesMetric(n int, m string) string { return queuesLabel(n) + ": " + m }
 
 // queuesMetrics are the queues scenario's metrics: jobs/s at each count, then the machine's
-// busy share at each count.
+// busy share at each count, then its share waiting for the disk.
 func queuesMetrics() []metric {
 	var ms []metric
 	for _, m := range drainMetrics {
@@ -837,8 +842,12 @@ func drainBusyTarget(all *results) []string {
 	if !ok {
 		return nil
 	}
-	return []string{fmt.Sprintf("pgqueue kept %s%% of the machine busy during the drain, all processes counted (the issue's target: ≥ %g%%)",
-		formatValue(busy), targetDrainBusy)}
+	line := fmt.Sprintf("pgqueue kept %s%% of the machine busy during the drain, all processes counted (the issue's target: ≥ %g%%)",
+		formatValue(busy), targetDrainBusy)
+	if iowait, ok := all.median("drain", pgqueueContender.name, iowaitMetric); ok {
+		line += fmt.Sprintf("; the machine waited for the disk %s%% of the time", formatValue(iowait))
+	}
+	return []string{line}
 }
 
 // joinInts joins numbers with sep, and the last two with last.

@@ -147,7 +147,7 @@ func TestSpreadQueues(t *testing.T) {
 
 func TestQueuesReport(t *testing.T) {
 	metrics := queuesMetrics()
-	if len(metrics) != 2*len(queueCounts) || metrics[0].name != "1 queue: jobs/s" || metrics[len(metrics)-1].name != "100 queues: "+busyMetric {
+	if len(metrics) != 3*len(queueCounts) || metrics[0].name != "1 queue: jobs/s" || metrics[len(metrics)-1].name != "100 queues: "+iowaitMetric {
 		t.Errorf("queuesMetrics = %v", metrics)
 	}
 	all := &results{contenders: []string{"pgqueue", "river-default", "river-fast"}, values: map[string]map[string]map[string][]float64{}}
