@@ -309,8 +309,9 @@ func BenchmarkOperate1M(b *testing.B) {
 }
 
 // BenchmarkStats measures Queue.Stats and Client.Stats on a queue of 10³, 10⁶ and 10⁷ jobs (90 %
-// available at three priorities, 10 % scheduled) beside four small queues, with 1,000 count
-// deltas not yet folded in (what a busy second leaves). The rows are written by SQL, 10⁶ per
+// available at three priorities, 10 % scheduled; up to 1,000 of the available ones running)
+// beside four small queues, with 1,000 count deltas not yet folded in (what a busy second
+// leaves). The rows are written by SQL, 10⁶ per
 // statement; 10⁷ take a few minutes to write and about 3 GB of disk.
 func BenchmarkStats(b *testing.B) {
 	for _, size := range []int{1_000, 1_000_000, 10_000_000} {
@@ -329,6 +330,10 @@ func BenchmarkStats(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			// Up to 1,000 of them running, which Stats counts one by one (stats.sql).
+			bb.exec(`UPDATE pgqueue_jobs SET status = 'running', lock_token = gen_random_uuid(),
+				lock_until = now() + interval '1 hour', attempt = 1
+				WHERE ctid IN (SELECT ctid FROM pgqueue_jobs WHERE queue = 'big' AND status = 'available' LIMIT 1000)`)
 			for { // the rows written by hand were counted one by one: fold them all
 				folded, err := foldCounts(b.Context(), bb.client)
 				if err != nil {

@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// Counts per queue and status are kept by the schema itself (the observability migration): every
-// statement that writes pgqueue_jobs appends its changes to pgqueue_count_deltas, and Stats sums
-// pgqueue_counts with the deltas not yet folded in. Folding keeps that sum short: every running
+// Counts per queue and status are kept by the schema itself (the observability and count_moves
+// migrations): every statement that writes pgqueue_jobs appends its changes to
+// pgqueue_count_deltas, except moves between available and running, which are counted together,
+// and Stats sums pgqueue_counts with the deltas not yet folded in (and counts the running jobs
+// apart). Folding keeps that sum short: every running
 // runtime folds the whole schema's deltas, whichever queues it serves, at most once a second and
 // at once again while a fold finds a full batch.
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/oklog/ulid/v2"
 )
 
 // countsInSnapshot compares, inside one repeatable-read snapshot, what stats.sql says, for each
@@ -66,8 +67,9 @@ func countsInSnapshot(ctx context.Context, b *bundle, queues []string) error {
 }
 
 // TestCountsExact runs every kind of write on the jobs table — enqueues of each kind, claims,
-// completions, retries, failures, snoozes, cancels, deletes, retries by hand, pruning, repeats,
-// an operator's INSERT, UPDATE and DELETE — over three queues, with two runtimes folding deltas, while a
+// completions (deleted and kept), retries, failures, snoozes, cancels, deletes, retries by hand,
+// bulk cancels and retries, rescues, pruning, repeats, an operator's INSERT, UPDATEs (of a
+// waiting job, of a running one, to another queue) and DELETE — over three queues, with two runtimes folding deltas, while a
 // reader checks in snapshot after snapshot that the counts equal count(*) in the same snapshot.
 func TestCountsExact(t *testing.T) {
 	t.Parallel()
@@ -89,11 +91,20 @@ func TestCountsExact(t *testing.T) {
 				if job.Attempt == 1 {
 					return Snooze(10 * time.Millisecond)
 				}
+			case 4: // runs long enough for its lease to be made to run out (writeByHandAndInBulk)
+				sleepCtx(ctx, 100*time.Millisecond)
 			}
 			return nil
-		}, &WorkerOptions{Concurrency: 4, RetryBackoff: Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}})))
+		}, &WorkerOptions{Concurrency: 4, PollInterval: 20 * time.Millisecond,
+			RetryBackoff: Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}})))
 	}
-	other := b.newClient()
+	// The other client keeps counts-c's completed jobs, so that both ways of settling a success
+	// (deleted, kept) are counted.
+	other, err := NewClient(b.pool, &Config{Logger: testLogger(t), QueueRetention: map[string]Retention{"counts-c": {Completed: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
 	stopA := runWorkers(t, b.client, workers...)
 	var otherWorkers []AnyWorker
 	for _, name := range names {
@@ -176,6 +187,27 @@ func TestCountsExact(t *testing.T) {
 	}
 }
 
+// writeByHandAndInBulk moves q's jobs the ways a single job's calls do not: in bulk, with
+// UPDATEs as an operator might write them, and by rescue, its lease made to run out.
+func writeByHandAndInBulk(ctx context.Context, b *bundle, q *Queue[int], round int, late ulid.ULID) error {
+	var err error
+	switch round % 6 {
+	case 0:
+		_, err = b.client.CancelJobs(ctx, JobFilter{Queues: []string{q.Name()}, Statuses: []Status{StatusScheduled}}, nil)
+	case 1:
+		_, err = b.client.RetryJobs(ctx, JobFilter{Queues: []string{q.Name()}, Statuses: []Status{StatusCancelled, StatusFailed}}, nil)
+	case 2: // a running job ended by hand; its worker finds its lock lost
+		_, err = b.pool.Exec(ctx, `UPDATE pgqueue_jobs SET status = 'failed', finished_at = now()
+			WHERE id = (SELECT id FROM pgqueue_jobs WHERE queue = $1 AND status = 'running' LIMIT 1)`, q.Name())
+	case 3: // a waiting job moved to another queue
+		_, err = b.pool.Exec(ctx, `UPDATE pgqueue_jobs SET queue = 'counts-a' WHERE id = $1`, [16]byte(late))
+	case 4: // a running job's lease run out at its last attempt: the next maintenance fails it
+		_, err = b.pool.Exec(ctx, `UPDATE pgqueue_jobs SET lock_until = now() - interval '1 second', max_attempts = attempt
+			WHERE id = (SELECT id FROM pgqueue_jobs WHERE queue = $1 AND status = 'running' ORDER BY attempted_at LIMIT 1)`, q.Name())
+	}
+	return err
+}
+
 // writeEverything writes q's jobs in every way there is.
 func writeEverything(t *testing.T, b *bundle, q *Queue[int], db *sql.DB, seed int64) {
 	ctx := context.Background()
@@ -250,6 +282,79 @@ func writeEverything(t *testing.T, b *bundle, q *Queue[int], db *sql.DB, seed in
 				return
 			}
 		}
+		if err := writeByHandAndInBulk(ctx, b, q, round, late.ID); err != nil {
+			t.Error(err)
+			return
+		}
 		time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
+	}
+}
+
+// A claim moves jobs from available to running, which are counted together: it writes no count,
+// and Stats still tells the two apart, from the running jobs themselves.
+func TestClaimsWriteNoCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "counts-claim")
+	if _, err := q.EnqueueMany(ctx, make([]int, 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := foldCounts(ctx, b.client); err != nil {
+		t.Fatal(err)
+	}
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 10}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	claimed, _, _, err := rt.claim(ctx, []claimWant{{q: rt.queues[0], limit: 6}})
+	if err != nil || len(claimed[0]) != 6 {
+		t.Fatalf("claim: %v jobs, %v", len(claimed), err)
+	}
+	var deltas int
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM pgqueue_count_deltas").Scan(&deltas); err != nil || deltas != 0 {
+		t.Fatalf("a claim wrote %d count deltas (%v), want none", deltas, err)
+	}
+	if s := must(q.Stats(ctx)); s.Available != 4 || s.Running != 6 {
+		t.Fatalf("after claiming 6 of 10: available %d, running %d", s.Available, s.Running)
+	}
+	if err := countsInSnapshot(ctx, b, []string{q.Name()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The counts survive the migration that stopped counting moves between available and running,
+// both ways: up, the counts kept before are read as they are; down, where the two are counted
+// apart again, every job is counted anew.
+func TestCountMovesMigration(t *testing.T) {
+	t.Parallel()
+	b := emptyBundle(t)
+	const before, after = 20261204120000, 20261205120000
+	b.migrateUpTo(before)
+	fill := `INSERT INTO pgqueue_jobs (id, queue, status, payload, run_at)
+		SELECT gen_random_uuid(), q, s, '0', now() FROM unnest(ARRAY['m-a', 'm-b']) AS q,
+		unnest(ARRAY['available', 'available', 'available', 'scheduled', 'failed']) AS s`
+	claim := `UPDATE pgqueue_jobs SET status = 'running', lock_token = gen_random_uuid(), lock_until = now() + interval '1 hour'
+		WHERE ctid IN (SELECT ctid FROM pgqueue_jobs WHERE status = 'available' LIMIT 2)`
+	b.exec(fill)
+	b.exec(claim)
+	b.migrateUpTo(after)
+	if err := countsInSnapshot(t.Context(), b, []string{"m-a", "m-b"}); err != nil {
+		t.Fatalf("after migrating up: %v", err)
+	}
+	b.exec(fill)
+	b.exec(claim)
+	b.exec(`UPDATE pgqueue_jobs SET status = 'cancelled' WHERE ctid IN (SELECT ctid FROM pgqueue_jobs WHERE status = 'running' LIMIT 1)`)
+	if err := countsInSnapshot(t.Context(), b, []string{"m-a", "m-b"}); err != nil {
+		t.Fatalf("at %d: %v", after, err)
+	}
+	b.migrateDownTo(before)
+	var wrong int
+	if err := b.pool.QueryRow(t.Context(), `
+		SELECT count(*) FROM (SELECT queue, status, count(*) AS n FROM pgqueue_jobs GROUP BY 1, 2) AS j
+		FULL JOIN (SELECT queue, status, sum(n) AS n
+		           FROM (SELECT queue, status, n FROM pgqueue_counts UNION ALL
+		                 SELECT queue, status, n FROM pgqueue_count_deltas) AS u
+		           GROUP BY 1, 2 HAVING sum(n) <> 0) AS c USING (queue, status)
+		WHERE j.n IS DISTINCT FROM c.n`).Scan(&wrong); err != nil || wrong != 0 {
+		t.Fatalf("after migrating down, %d counts differ from count(*) (%v)", wrong, err)
 	}
 }

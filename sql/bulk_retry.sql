@@ -3,7 +3,8 @@
 -- (scheduled and finished ones) and makes them available now, as retry.sql does. A job whose
 -- unique key a live job holds, or an earlier job of the batch takes, is left as it is. Wakes the
 -- queues' workers. Returns the greatest id it looked at (NULL when none: the bulk is done) and
--- how many jobs it retried. Reads the primary key from $7 on.
+-- how many jobs it retried. Reads the primary key from $7 on. Counts the moves itself
+-- (pgqueue_count_moves; see the count_moves migration).
 WITH target AS (
     SELECT id, queue, status, unique_key FROM pgqueue_jobs
     WHERE /*filter*/
@@ -20,12 +21,15 @@ WITH target AS (
                              AND e.status <> 'scheduled' AND e.id < t.id))
 ), retried AS (
     UPDATE pgqueue_jobs AS j
-    SET status = 'available', run_at = now(), finished_at = NULL,
+    SET counted = NOT j.counted, status = 'available', run_at = now(), finished_at = NULL,
         attempt = CASE WHEN free.status = 'scheduled' THEN j.attempt ELSE 0 END
     FROM free
     WHERE j.id = free.id
-    RETURNING j.queue
+    RETURNING j.queue, free.status AS from_status
+), moves AS (
+    SELECT pgqueue_count_moves(array_agg(queue), array_agg(from_status), array_agg('available'::text)) AS n FROM retried
 ), notified AS (
     SELECT pgqueue_notify('a ' || queue) FROM (SELECT DISTINCT queue FROM retried) AS q
 )
 SELECT (SELECT id FROM target ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM retried), (SELECT count(*) FROM notified)
+FROM moves

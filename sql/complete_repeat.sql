@@ -7,7 +7,7 @@
 -- repeat_from too, with the job's metadata; if a live job with its unique key exists already, that one is the
 -- next run and none is added. Returns the id of each settled job and of its repeat (NULL if
 -- none). A job missing from the result had lost its lock; its newer attempt stays untouched.
--- Reads the primary key.
+-- Counts what it inserts and moves itself (see the count_moves migration). Reads the primary key.
 WITH settled AS (
     DELETE FROM pgqueue_jobs AS j
     USING unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
@@ -16,9 +16,10 @@ WITH settled AS (
               j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata, j.key, j.weight
 ), kept AS (
     UPDATE pgqueue_jobs AS j
-    SET status = 'completed', finished_at = now(), lock_until = NULL, lock_token = NULL, locked_by = NULL
+    SET counted = NOT j.counted, status = 'completed', finished_at = now(),
+        lock_until = NULL, lock_token = NULL, locked_by = NULL
     FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
-    WHERE c.keep AND j.id = c.id AND j.lock_token = c.lock_token
+    WHERE c.keep AND j.id = c.id AND j.lock_token = c.lock_token AND j.status = 'running'
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
               j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata, j.key, j.weight
 ), done AS (
@@ -44,5 +45,7 @@ WITH settled AS (
     RETURNING id, queue, status
 ), counted AS (
     INSERT INTO pgqueue_count_deltas (queue, status, n) SELECT queue, status, count(*) FROM repeated GROUP BY queue, status
+), counted_kept AS (
+    SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg('completed'::text)) FROM kept
 )
-SELECT done.id, repeated.id FROM done LEFT JOIN repeated ON repeated.id = done.next_id
+SELECT done.id, repeated.id FROM done LEFT JOIN repeated ON repeated.id = done.next_id, counted_kept

@@ -2,24 +2,31 @@
 -- with its error $5 and stack $6, then ends it 'failed' when $4 says so, or puts it back: after
 -- the job's own retry_delay if it has one, else after $3 µs (the worker's back-off), 'scheduled'
 -- while that lies ahead and 'available' when it is zero. errors keeps the newest $7 entries.
--- Returns id, new status and run_at of each job it changed. Reads the primary key.
-UPDATE pgqueue_jobs AS j
-SET status      = CASE WHEN f.final THEN 'failed'
-                       WHEN coalesce(j.retry_delay, f.delay_us * interval '1 microsecond') > interval '0'
-                           THEN 'scheduled'
-                       ELSE 'available' END,
-    run_at      = CASE WHEN f.final THEN j.run_at
-                       ELSE now() + coalesce(j.retry_delay, f.delay_us * interval '1 microsecond') END,
-    finished_at = CASE WHEN f.final THEN now() END,
-    errors      = (CASE WHEN jsonb_array_length(coalesce(j.errors, '[]')) >= $7
-                        THEN j.errors - 0 ELSE coalesce(j.errors, '[]') END)
-                  || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
-                         'attempt', j.attempt, 'at', now(), 'error', f.error,
-                         'stack', nullif(f.stack, '')))),
-    lock_until  = NULL,
-    lock_token  = NULL,
-    locked_by   = NULL
-FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::boolean[], $5::text[], $6::text[])
-         AS f(id, lock_token, delay_us, final, error, stack)
-WHERE j.id = f.id AND j.lock_token = f.lock_token
-RETURNING j.id, j.status, j.run_at
+-- Returns id, new status and run_at of each job it changed. Counts the moves itself
+-- (pgqueue_count_moves; see the count_moves migration). Reads the primary key.
+WITH failed AS (
+    UPDATE pgqueue_jobs AS j
+    SET counted     = NOT j.counted,
+        status      = CASE WHEN f.final THEN 'failed'
+                           WHEN coalesce(j.retry_delay, f.delay_us * interval '1 microsecond') > interval '0'
+                               THEN 'scheduled'
+                           ELSE 'available' END,
+        run_at      = CASE WHEN f.final THEN j.run_at
+                           ELSE now() + coalesce(j.retry_delay, f.delay_us * interval '1 microsecond') END,
+        finished_at = CASE WHEN f.final THEN now() END,
+        errors      = (CASE WHEN jsonb_array_length(coalesce(j.errors, '[]')) >= $7
+                            THEN j.errors - 0 ELSE coalesce(j.errors, '[]') END)
+                      || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+                             'attempt', j.attempt, 'at', now(), 'error', f.error,
+                             'stack', nullif(f.stack, '')))),
+        lock_until  = NULL,
+        lock_token  = NULL,
+        locked_by   = NULL
+    FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::boolean[], $5::text[], $6::text[])
+             AS f(id, lock_token, delay_us, final, error, stack)
+    WHERE j.id = f.id AND j.lock_token = f.lock_token AND j.status = 'running'
+    RETURNING j.id, j.status, j.run_at, j.queue
+), counted AS (
+    SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) FROM failed
+)
+SELECT failed.id, failed.status, failed.run_at FROM failed, counted

@@ -1,12 +1,13 @@
 -- promote: for each queue of $1, makes up to $2 of its due scheduled jobs available, and wakes
 -- the workers of each queue where it did; returns, per queue, how many it promoted and the
 -- milliseconds until its next scheduled job is due (NULL if none). Reads one range of
--- pgqueue_jobs_scheduled_idx (queue, run_at, id) WHERE status = 'scheduled' per queue.
+-- pgqueue_jobs_scheduled_idx (queue, run_at, id) WHERE status = 'scheduled' per queue. Counts
+-- the moves itself (pgqueue_count_moves; see the count_moves migration).
 WITH promoted AS (
     -- The rows are locked by the sub-select and updated by their ctid, as in claim.sql: a join
     -- on id could be planned as a sequential scan when many jobs fall due at once.
     UPDATE pgqueue_jobs AS j
-    SET status = 'available'
+    SET status = 'available', counted = NOT j.counted
     WHERE j.ctid = ANY (ARRAY(
               SELECT c.ctid
               FROM unnest($1::text[]) AS x(queue),
@@ -22,6 +23,8 @@ WITH promoted AS (
     FROM unnest($1::text[]) AS x(queue)
     LEFT JOIN promoted AS p ON p.queue = x.queue
     GROUP BY x.queue
+), moves AS (
+    SELECT pgqueue_count_moves(array_agg(queue), array_agg('scheduled'::text), array_agg('available'::text)) AS n FROM promoted
 ), notified AS (
     SELECT pgqueue_notify('a ' || queue) FROM counted WHERE n > 0
 )
@@ -30,4 +33,4 @@ SELECT c.queue, c.n,
         FROM pgqueue_jobs AS s
         WHERE s.queue = c.queue AND s.status = 'scheduled' AND s.run_at > now()),
        (SELECT count(*) FROM notified)
-FROM counted AS c
+FROM counted AS c, moves

@@ -2,20 +2,24 @@
 -- charging the attempt they used: after $3 µs, 'scheduled' while that lies ahead and 'available'
 -- when it is zero. Serves snoozes and the hand-back of jobs a stopping worker did not finish.
 -- Wakes the workers of each queue where a job became available. Returns id, status and run_at
--- of each job it changed. Reads the primary key.
+-- of each job it changed. Counts the moves itself (pgqueue_count_moves; see the count_moves
+-- migration). Reads the primary key.
 WITH back AS (
     UPDATE pgqueue_jobs AS j
-    SET status     = CASE WHEN r.delay_us > 0 THEN 'scheduled' ELSE 'available' END,
+    SET counted    = NOT j.counted,
+        status     = CASE WHEN r.delay_us > 0 THEN 'scheduled' ELSE 'available' END,
         run_at     = now() + r.delay_us * interval '1 microsecond',
         attempt    = j.attempt - 1,
         lock_until = NULL,
         lock_token = NULL,
         locked_by  = NULL
     FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS r(id, lock_token, delay_us)
-    WHERE j.id = r.id AND j.lock_token = r.lock_token
+    WHERE j.id = r.id AND j.lock_token = r.lock_token AND j.status = 'running'
     RETURNING j.id, j.queue, j.status, j.run_at
+), counted AS (
+    SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) FROM back
 ), notified AS (
     SELECT pgqueue_notify('a ' || q.queue)
     FROM (SELECT DISTINCT queue FROM back WHERE status = 'available') AS q
 )
-SELECT back.id, back.status, back.run_at FROM back, (SELECT count(*) FROM notified) AS n
+SELECT back.id, back.status, back.run_at FROM back, counted, (SELECT count(*) FROM notified) AS n

@@ -3,10 +3,12 @@
 -- recorded in errors ($3: how many entries errors keeps), or failed when that was the last
 -- attempt. Wakes the workers of each queue where a job became available. Returns, per queue,
 -- how many became available and how many failed. Reads one range of pgqueue_jobs_running_idx
--- (queue, id) WHERE status = 'running' per queue.
+-- (queue, id) WHERE status = 'running' per queue. Counts the moves itself
+-- (pgqueue_count_moves; see the count_moves migration).
 WITH rescued AS (
     UPDATE pgqueue_jobs AS j
-    SET status      = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'available' END,
+    SET counted     = NOT j.counted,
+        status      = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'available' END,
         finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
         errors      = (CASE WHEN jsonb_array_length(coalesce(j.errors, '[]')) >= $3
                             THEN j.errors - 0 ELSE coalesce(j.errors, '[]') END)
@@ -33,8 +35,10 @@ WITH rescued AS (
     FROM unnest($1::text[]) AS x(queue)
     LEFT JOIN rescued AS r ON r.queue = x.queue
     GROUP BY x.queue
+), moves AS (
+    SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) AS n FROM rescued
 ), notified AS (
     SELECT pgqueue_notify('a ' || queue) FROM counted WHERE available > 0
 )
 SELECT c.queue, c.available, c.failed, (SELECT count(*) FROM notified)
-FROM counted AS c
+FROM counted AS c, moves

@@ -6,7 +6,10 @@
 -- added up (pgqueue_starts_queue_idx: at most as many rows as the limit).
 --
 -- The counts are pgqueue_counts plus the deltas not folded in yet (see the observability
--- migration): a few rows per queue, whatever the number of jobs.
+-- migration): a few rows per queue, whatever the number of jobs. Available and running jobs are
+-- counted together there (a claim moves a job between them without counting it; see the
+-- count_moves migration): the running ones are counted apart, from pgqueue_jobs_running_idx (a
+-- few times the queue's handlers at most), and the available ones are the rest.
 --
 -- The wait is the longest of the waits (now - run_at) of the jobs first in line at each
 -- priority: one probe of pgqueue_jobs_claim_idx (queue, (-priority), id) INCLUDE (run_at) per
@@ -17,8 +20,7 @@
 WITH RECURSIVE counted AS (
     SELECT queue,
            coalesce(sum(n) FILTER (WHERE status = 'scheduled'), 0)::bigint AS scheduled,
-           coalesce(sum(n) FILTER (WHERE status = 'available'), 0)::bigint AS available,
-           coalesce(sum(n) FILTER (WHERE status = 'running'), 0)::bigint   AS running,
+           coalesce(sum(n) FILTER (WHERE status IN ('available', 'running')), 0)::bigint AS ready,
            coalesce(sum(n) FILTER (WHERE status = 'completed'), 0)::bigint AS completed,
            coalesce(sum(n) FILTER (WHERE status = 'failed'), 0)::bigint    AS failed,
            coalesce(sum(n) FILTER (WHERE status = 'cancelled'), 0)::bigint AS cancelled
@@ -27,7 +29,11 @@ WITH RECURSIVE counted AS (
           SELECT queue, status, n FROM pgqueue_count_deltas WHERE $1::text IS NULL OR queue = $1) AS u
     GROUP BY queue
 ), j AS (
-    SELECT * FROM counted WHERE scheduled + available + running + completed + failed + cancelled > 0
+    SELECT c.queue, c.scheduled, c.ready - r.running AS available, r.running, c.completed, c.failed, c.cancelled
+    FROM counted AS c,
+         LATERAL (SELECT count(*) AS running FROM pgqueue_jobs AS x
+                  WHERE x.queue = c.queue AND x.status = 'running') AS r
+    WHERE c.scheduled + c.ready + c.completed + c.failed + c.cancelled > 0
 ), heads (queue, p, run_at) AS (
     SELECT j.queue, h.p, h.run_at
     FROM j, LATERAL (SELECT -a.priority AS p, a.run_at FROM pgqueue_jobs AS a
