@@ -69,8 +69,9 @@ func countsInSnapshot(ctx context.Context, b *bundle, queues []string) error {
 // TestCountsExact runs every kind of write on the jobs table — enqueues of each kind, claims,
 // completions (deleted and kept), retries, failures, snoozes, cancels, deletes, retries by hand,
 // bulk cancels and retries, rescues, pruning, repeats, an operator's INSERT, UPDATEs (of a
-// waiting job, of a running one, to another queue) and DELETE — over three queues, with two runtimes folding deltas, while a
-// reader checks in snapshot after snapshot that the counts equal count(*) in the same snapshot.
+// waiting job, of a running one, to another queue) and DELETE — over three queues, with two
+// runtimes folding deltas, while a reader checks in snapshot after snapshot that the counts
+// equal count(*) in the same snapshot.
 func TestCountsExact(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
