@@ -7,7 +7,7 @@
 -- as one (sql/stats.sql), and the running jobs are counted apart, from pgqueue_jobs_running_idx
 -- (a few times the handlers of the processes working the queue, however long the queue). So a
 -- move between the two — a claim, a rescue or a requeue that puts a job back in line — changes no
--- count, and nothing counts it. Every other change of a job's queue or status is counted:
+-- count, and a claim writes none. Every other change of a job's queue or status is counted:
 --
 --   * by the statement itself, for pgqueue's statements that move many jobs (promotion, the
 --     settles, rescue, bulk cancel and retry): it appends one delta row per queue and status to
