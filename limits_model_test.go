@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -168,15 +169,21 @@ func (m *keyModel) run() (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
+	// Safe to call again (a restart that failed is followed by stop): it returns what Run did.
+	var once sync.Once
+	var runErr error
 	return func() error {
-		cancel()
-		for {
-			select {
-			case <-m.handed:
-			case err := <-done:
-				return err
+		once.Do(func() {
+			cancel()
+			for {
+				select {
+				case <-m.handed:
+				case runErr = <-done:
+					return
+				}
 			}
-		}
+		})
+		return runErr
 	}
 }
 
