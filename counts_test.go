@@ -189,7 +189,9 @@ func TestCountsExact(t *testing.T) {
 }
 
 // writeByHandAndInBulk moves q's jobs the ways a single job's calls do not: in bulk, with
-// UPDATEs as an operator might write them, and by rescue, its lease made to run out.
+// UPDATEs as an operator might write them, and by rescue, its lease made to run out. The
+// UPDATEs of a running job check its status again: the job picked may have been settled or
+// snoozed (its attempt given back, so 0) before the UPDATE got to it.
 func writeByHandAndInBulk(ctx context.Context, b *bundle, q *Queue[int], round int, late ulid.ULID) error {
 	var err error
 	switch round % 6 {
@@ -199,12 +201,14 @@ func writeByHandAndInBulk(ctx context.Context, b *bundle, q *Queue[int], round i
 		_, err = b.client.RetryJobs(ctx, JobFilter{Queues: []string{q.Name()}, Statuses: []Status{StatusCancelled, StatusFailed}}, nil)
 	case 2: // a running job ended by hand; its worker finds its lock lost
 		_, err = b.pool.Exec(ctx, `UPDATE pgqueue_jobs SET status = 'failed', finished_at = now()
-			WHERE id = (SELECT id FROM pgqueue_jobs WHERE queue = $1 AND status = 'running' LIMIT 1)`, q.Name())
+			WHERE id = (SELECT id FROM pgqueue_jobs WHERE queue = $1 AND status = 'running' LIMIT 1)
+			AND status = 'running'`, q.Name())
 	case 3: // a waiting job moved to another queue
 		_, err = b.pool.Exec(ctx, `UPDATE pgqueue_jobs SET queue = 'counts-a' WHERE id = $1`, [16]byte(late))
 	case 4: // a running job's lease run out at its last attempt: the next maintenance fails it
 		_, err = b.pool.Exec(ctx, `UPDATE pgqueue_jobs SET lock_until = now() - interval '1 second', max_attempts = attempt
-			WHERE id = (SELECT id FROM pgqueue_jobs WHERE queue = $1 AND status = 'running' ORDER BY attempted_at LIMIT 1)`, q.Name())
+			WHERE id = (SELECT id FROM pgqueue_jobs WHERE queue = $1 AND status = 'running' ORDER BY attempted_at LIMIT 1)
+			AND status = 'running'`, q.Name())
 	}
 	return err
 }
