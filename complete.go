@@ -114,6 +114,7 @@ type settleArgs struct {
 	inTxIDs, inTxTokens     [][16]byte // completed with Job.CompleteTx, and the transactions
 	inTxXacts               []string
 	freed                   []string // limited queues whose claims may find room now
+	capped                  []string // those of freed with only a MaxRunning, in name order
 }
 
 // settled is what the table says became of one job of a batch.
@@ -174,7 +175,7 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 			a.failErrors, a.failStacks = append(a.failErrors, msg), append(a.failStacks, stack)
 		}
 	}
-	a.freed = freedQueues(batch)
+	a.freed, a.capped = freedQueues(batch)
 	for _, id := range rt.c.ids.next(len(a.repeatIDs)) {
 		a.repeatNext = append(a.repeatNext, id) // ids for the next runs
 	}
@@ -223,21 +224,34 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 		b.Queue(lostAfterRollbackSQL, a.inTxIDs, a.inTxTokens, a.inTxXacts)
 	}
 	for _, q := range a.freed {
-		b.Queue(notifySQL, wakeMessage(StatusAvailable, q))
+		if !slices.Contains(a.capped, q) {
+			b.Queue(notifySQL, wakeMessage(StatusAvailable, q))
+		}
+	}
+	if len(a.capped) > 0 {
+		b.Queue(wakeHeldSQL, a.capped)
 	}
 }
 
-// freedQueues returns the queues of a batch with limits: the jobs' ends free places that a
-// claim, here or in another process, may have found taken. The settle wakes their workers with a
-// notification sent on its commit; queues without limits send none.
-func freedQueues(batch []outcome) []string {
-	var names []string
+// freedQueues returns the queues of a batch with limits (freed): the jobs' ends free places that
+// a claim, here or in another process, may have found taken. The settle wakes their workers with
+// a notification sent on its commit; queues without limits send none. Of those, the queues with
+// only a MaxRunning (capped, in name order) are woken only if a claim of theirs was held back by
+// the limit (wake_held.sql): a MaxRunning that is never reached costs no wake-ups.
+func freedQueues(batch []outcome) (freed, capped []string) {
 	for _, o := range batch {
-		if q := o.a.q; claimWay(q.way.Load()) != claimPlain && !slices.Contains(names, q.name) {
-			names = append(names, q.name)
+		q := o.a.q
+		way := claimWay(q.way.Load())
+		if way == claimPlain || slices.Contains(freed, q.name) {
+			continue
+		}
+		freed = append(freed, q.name)
+		if way == claimCapped {
+			capped = append(capped, q.name)
 		}
 	}
-	return names
+	slices.Sort(capped)
+	return freed, capped
 }
 
 // readSettled reads the results of the statements sendSettle queued, in their order. A job

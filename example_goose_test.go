@@ -46,6 +46,7 @@ func ExampleWriteGooseMigrations() {
 	// 00009_pgqueue_20261203120000_flow_control.sql
 	// 00010_pgqueue_20261204120000_job_weights.sql
 	// 00011_pgqueue_20261205120000_count_moves.sql
+	// 00012_pgqueue_20261206120000_claims_held.sql
 }
 
 // A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the

@@ -122,6 +122,8 @@ var (
 	updatePayloadSQL string
 	//go:embed sql/job_filter.sql
 	jobFilterSQL string
+	//go:embed sql/wake_held.sql
+	wakeHeldSQL string
 	//go:embed sql/watch.sql
 	watchSQL string
 	//go:embed sql/watch_all.sql

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,17 +158,24 @@ func TestHostileSchemaName(t *testing.T) {
 //	GRANT USAGE ON SCHEMA <schema> TO <role>;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues, <schema>.pgqueue_schedules,
 //	    <schema>.pgqueue_counts, <schema>.pgqueue_count_deltas, <schema>.pgqueue_starts TO <role>;
-//	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel(), <schema>.pgqueue_schema_version() TO <role>;
+//	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel(), <schema>.pgqueue_schema_version(),
+//	    <schema>.pgqueue_count_moves(text[], text[], text[]), <schema>.pgqueue_capped_take(text, integer),
+//	    <schema>.pgqueue_wake_held(text[]) TO <role>;
 //
 // Postgres grants EXECUTE on a new function to PUBLIC unless default privileges revoke it, so the
 // last line is needed only where that grant has been revoked.
 const leastPrivilegeGrants = `GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
 GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues, %[1]s.pgqueue_schedules,
     %[1]s.pgqueue_counts, %[1]s.pgqueue_count_deltas, %[1]s.pgqueue_starts TO %[2]s;
-GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %[1]s.pgqueue_schema_version() TO %[2]s`
+GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %[1]s.pgqueue_schema_version(),
+    %[1]s.pgqueue_count_moves(text[], text[], text[]), %[1]s.pgqueue_capped_take(text, integer),
+    %[1]s.pgqueue_wake_held(text[]) TO %[2]s`
 
-// pgqueueFunctions are the functions the migrations create, as regprocedure text.
-var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()", "pgqueue_schema_version()"}
+// pgqueueFunctions are the functions the migrations create that statements call, as
+// regprocedure text: all but the trigger functions (a trigger runs its function whatever the
+// privileges of the role whose statement fires it).
+var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()", "pgqueue_schema_version()",
+	"pgqueue_count_moves(text[],text[],text[])", "pgqueue_capped_take(text,integer)", "pgqueue_wake_held(text[])"}
 
 // TestLeastPrivilege uses pgqueue as a role that holds only leastPrivilegeGrants: every call an
 // application makes works, and Migrate fails. PUBLIC's default EXECUTE on the functions is
@@ -205,6 +213,19 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 		return n
+	}
+	var called []string
+	if err := b.pool.QueryRow(ctx, `SELECT coalesce(array_agg(p.oid::regprocedure::text), '{}')
+		FROM pg_proc AS p WHERE p.pronamespace = $1::regnamespace AND p.prorettype <> 'trigger'::regtype`,
+		pgx.Identifier{b.schema}.Sanitize()).Scan(&called); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range called { // regprocedure text names the schema when it is not on the search_path
+		called[i] = strings.TrimPrefix(f, b.schema+".")
+	}
+	slices.Sort(called)
+	if want := slices.Sorted(slices.Values(pgqueueFunctions)); !slices.Equal(called, want) {
+		t.Fatalf("the schema's functions that statements call are %v; pgqueueFunctions (and the README's grants) say %v", called, want)
 	}
 	if n := executable(); n != len(pgqueueFunctions) {
 		t.Fatalf("a new role may execute %d of the %d functions by default, want all (PUBLIC)", n, len(pgqueueFunctions))
@@ -412,6 +433,25 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	_, err = lq.Stats(ctx)
 	check("Stats of a limited queue", err)
+
+	// A queue with only a MaxRunning, below the worker's Concurrency: its claims are held back by
+	// the limit (pgqueue_capped_take) and its settles wake them (pgqueue_wake_held).
+	cq := newQueue[int](t, client, "restricted-capped")
+	check("SetLimits", cq.SetLimits(ctx, Limits{MaxRunning: 1}))
+	_, err = cq.EnqueueMany(ctx, []int{1, 2, 3}, nil)
+	check("EnqueueMany", err)
+	cev := newEvents()
+	stop = startWorker(t, must(cq.NewWorker(func(context.Context, *Job[int]) error { return nil },
+		&WorkerOptions{Concurrency: 2, OnEvent: cev.on})))
+	for range 3 {
+		cev.next(t, EventCompleted)
+	}
+	stop()
+	for len(cev.ch) > 0 {
+		if ev := <-cev.ch; ev.Kind == EventError {
+			t.Fatalf("capped claims as the restricted role: %v", ev.Err)
+		}
+	}
 }
 
 // syncBuffer is a bytes.Buffer that concurrent writers and the test may share.

@@ -1,0 +1,207 @@
+package pgqueue
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// listenConn returns a connection of the bundle's pool that listens on the schema's channel.
+func listenConn(t *testing.T, b *bundle) *pgxpool.Conn {
+	t.Helper()
+	conn, err := b.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Release() })
+	var channel string
+	if err := conn.QueryRow(t.Context(), "SELECT pgqueue_channel()").Scan(&channel); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// notificationsUntilMarker sends a marker notification and returns the payloads l received
+// before it: every notification committed before the marker's.
+func notificationsUntilMarker(t *testing.T, b *bundle, l *pgxpool.Conn) []string {
+	t.Helper()
+	b.exec(notifySQL, "x marker")
+	var got []string
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		n, err := l.Conn().WaitForNotification(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("waiting for the marker notification: %v", err)
+		}
+		if n.Payload == "x marker" {
+			return got
+		}
+		got = append(got, n.Payload)
+	}
+}
+
+// A queue whose MaxRunning is never reached is drained without a single wake-up from the ends of
+// its jobs; once a claim is held back by the limit, the end of a job in another process wakes it,
+// with no poll to fall back on.
+func TestCappedQueueWakesOnlyHeldClaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "capped")
+	if err := q.SetLimits(ctx, Limits{MaxRunning: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueMany(ctx, make([]int, 300), nil); err != nil {
+		t.Fatal(err)
+	}
+	l := listenConn(t, b)
+	workUntilDone(t, q, 300, &WorkerOptions{Concurrency: 20})
+	waitFor(t, 10*time.Second, "every job settled", func() bool { return b.count("true") == 0 })
+	for _, p := range notificationsUntilMarker(t, b, l) {
+		if p == "a capped" {
+			t.Fatalf("a drain under a MaxRunning it never reached woke the queue's workers (notifications: %v)", p)
+		}
+	}
+
+	// MaxRunning 1: another client's job runs, this client's claim is held back, and the end of
+	// the other job wakes it (its poll is an hour away).
+	q = newQueue[int](t, b.client, "capped-1")
+	if err := q.SetLimits(ctx, Limits{MaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	other := b.newClient()
+	release := make(chan struct{})
+	holder := must(newQueue[int](t, other, q.Name()).NewWorker(func(context.Context, *Job[int]) error {
+		<-release
+		return nil
+	}, nil))
+	if _, err := q.Enqueue(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.WorkOne(ctx)
+		held <- err
+	}()
+	waitFor(t, 10*time.Second, "the other client's job running", func() bool { return b.count("status = 'running'") == 1 })
+
+	done := make(chan int, 1)
+	startWorker(t, must(q.NewWorker(func(_ context.Context, job *Job[int]) error {
+		done <- job.Payload
+		return nil
+	}, &WorkerOptions{Concurrency: 2, PollInterval: time.Hour})))
+	if _, err := q.Enqueue(ctx, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a claim held back by MaxRunning", func() bool {
+		var held bool
+		return b.pool.QueryRow(ctx, "SELECT claims_held FROM pgqueue_queues WHERE name = 'capped-1'").Scan(&held) == nil && held
+	})
+	close(release)
+	if err := receive(t, held, 10*time.Second, "the other client's job to end"); err != nil {
+		t.Fatal(err)
+	}
+	if p := receive(t, done, 10*time.Second, "the held claim to be woken and its job run"); p != 2 {
+		t.Fatalf("ran job %d, want 2", p)
+	}
+}
+
+// A claim held back by MaxRunning and the end of a job it counted as running, in either order,
+// never both miss each other: the settle sees the claim's mark and wakes it, or the claim counts
+// again after the settle committed and finds the place free.
+func TestHeldClaimMeetsSettle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "held")
+	if err := q.SetLimits(ctx, Limits{MaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l := listenConn(t, b)
+	conn := func() *pgxpool.Conn {
+		c, err := b.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Release)
+		return c
+	}
+	claimer, settler := conn(), conn()
+	runJob := func() {
+		b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, attempt, lock_token, lock_until, attempted_at)
+			VALUES (gen_random_uuid(), 'held', 'running', '0', 1, gen_random_uuid(), now() + interval '1 hour', now())`)
+	}
+	waitingOnLock := func(c *pgxpool.Conn) {
+		t.Helper()
+		pid := c.Conn().PgConn().PID()
+		waitFor(t, 10*time.Second, "a wait on the held lock", func() bool {
+			var event string
+			err := b.pool.QueryRow(ctx, "SELECT coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $1", pid).Scan(&event)
+			return err == nil && event == "advisory"
+		})
+	}
+	take := func(result chan<- int) {
+		var n int
+		if err := claimer.QueryRow(ctx, "SELECT pgqueue_capped_take('held', 1)").Scan(&n); err != nil {
+			t.Error(err)
+		}
+		result <- n
+	}
+	settle := func() error { // as a settle does: the job's end, then the wake-up
+		if _, err := settler.Exec(ctx, "DELETE FROM pgqueue_jobs WHERE queue = 'held' AND status = 'running'"); err != nil {
+			return err
+		}
+		_, err := settler.Exec(ctx, wakeHeldSQL, []string{"held"})
+		return err
+	}
+	exec := func(c *pgxpool.Conn, sql string) {
+		t.Helper()
+		if _, err := c.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The claim first: the settle waits for it to commit, then sees the mark and wakes the queue.
+	runJob()
+	exec(claimer, "BEGIN")
+	took := make(chan int, 1)
+	take(took)
+	if n := <-took; n != 0 {
+		t.Fatalf("a claim at MaxRunning 1 with a job running may take %d, want 0", n)
+	}
+	exec(settler, "BEGIN")
+	settled := make(chan error, 1)
+	go func() { settled <- settle() }()
+	waitingOnLock(settler)
+	exec(claimer, "COMMIT")
+	if err := receive(t, settled, 10*time.Second, "the settle"); err != nil {
+		t.Fatal(err)
+	}
+	exec(settler, "COMMIT")
+	if got := notificationsUntilMarker(t, b, l); !strings.Contains(strings.Join(got, "|"), "a held") {
+		t.Fatalf("the settle after a held claim sent %v, want the wake-up 'a held'", got)
+	}
+
+	// The settle first: the claim waits for it to commit, then counts again and takes the place.
+	runJob()
+	exec(settler, "BEGIN")
+	if err := settle(); err != nil {
+		t.Fatal(err)
+	}
+	exec(claimer, "BEGIN")
+	go take(took)
+	waitingOnLock(claimer)
+	exec(settler, "COMMIT")
+	if n := receive(t, took, 10*time.Second, "the held claim"); n != 1 {
+		t.Fatalf("a claim that met a settle of the only running job may take %d, want 1", n)
+	}
+	exec(claimer, "ROLLBACK")
+}
