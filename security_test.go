@@ -420,17 +420,22 @@ func TestLeastPrivilege(t *testing.T) {
 	check("Limits", err)
 	_, err = lq.EnqueueMany(ctx, []int{1, 2, 3}, &EnqueueOptions{Key: "tenant"})
 	check("EnqueueMany with a key", err)
-	lev := newEvents()
-	stop = startWorker(t, must(lq.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{OnEvent: lev.on})))
-	for range 3 {
-		lev.next(t, EventCompleted)
-	}
-	stop()
-	for len(lev.ch) > 0 {
-		if ev := <-lev.ch; ev.Kind == EventError {
-			t.Fatalf("limited claims as the restricted role: %v", ev.Err)
+	workThree := func(q *Queue[int], opts WorkerOptions, what string) {
+		t.Helper()
+		evs := newEvents()
+		opts.OnEvent = evs.on
+		stop := startWorker(t, must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &opts)))
+		for range 3 {
+			evs.next(t, EventCompleted)
+		}
+		stop()
+		for len(evs.ch) > 0 {
+			if ev := <-evs.ch; ev.Kind == EventError {
+				t.Fatalf("%s as the restricted role: %v", what, ev.Err)
+			}
 		}
 	}
+	workThree(lq, WorkerOptions{}, "limited claims")
 	_, err = lq.Stats(ctx)
 	check("Stats of a limited queue", err)
 
@@ -440,18 +445,7 @@ func TestLeastPrivilege(t *testing.T) {
 	check("SetLimits", cq.SetLimits(ctx, Limits{MaxRunning: 1}))
 	_, err = cq.EnqueueMany(ctx, []int{1, 2, 3}, nil)
 	check("EnqueueMany", err)
-	cev := newEvents()
-	stop = startWorker(t, must(cq.NewWorker(func(context.Context, *Job[int]) error { return nil },
-		&WorkerOptions{Concurrency: 2, OnEvent: cev.on})))
-	for range 3 {
-		cev.next(t, EventCompleted)
-	}
-	stop()
-	for len(cev.ch) > 0 {
-		if ev := <-cev.ch; ev.Kind == EventError {
-			t.Fatalf("capped claims as the restricted role: %v", ev.Err)
-		}
-	}
+	workThree(cq, WorkerOptions{Concurrency: 2}, "capped claims")
 }
 
 // syncBuffer is a bytes.Buffer that concurrent writers and the test may share.
