@@ -148,6 +148,12 @@ func (m *keyModel) stop(rt *seqT) {
 	}
 }
 
+// keyModelShutdown is the model's worker's ShutdownTimeout: a stop waits that long before it
+// cancels the handlers the test has not answered, then as long again for them to return. 50 ms
+// was too short for that second wait on a loaded machine under -race: Run returned
+// ErrHandlersStuck although every handler returns on cancellation.
+const keyModelShutdown = 300 * time.Millisecond
+
 // run starts the test's worker; the returned function stops it and returns what Run returned.
 // Jobs the worker hands to the test once it is stopping are left to end with their context.
 func (m *keyModel) run() (stop func() error) {
@@ -165,7 +171,7 @@ func (m *keyModel) run() (stop func() error) {
 			return ctx.Err()
 		}
 	}, &WorkerOptions{Concurrency: m.concurrency, PollInterval: 100 * time.Millisecond,
-		HeartbeatInterval: 500 * time.Millisecond, ShutdownTimeout: 50 * time.Millisecond}))
+		HeartbeatInterval: 500 * time.Millisecond, ShutdownTimeout: keyModelShutdown}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
