@@ -89,12 +89,31 @@ func (rt *runtime) took(ctx context.Context, round *claimRound, all []*jobRow, l
 			rt.claimAfter(w.q, again[i].after)
 		}
 		w.q.empty = len(rows) < w.limit
+		rt.chooseLockMode(w.q, again[i], len(rows) < w.limit)
 		if len(rows) > 0 {
 			w.q.drainPending = true
 			rt.start(w.q, rows, round.sent.Add(w.q.opts.LockDuration))
 		}
 	}
 	rt.reportDrained()
+}
+
+// chooseLockMode picks how the next claim of a MaxRunning-only queue takes its claim lock. A
+// claim under the shared lock that came back short may have been cut by its ticket's share, not
+// by the limit or a lack of jobs: the next one takes the lock exclusively, at once, and counts
+// exactly. A claim under the exclusive lock that came back full found the queue far from its
+// limit, or at least not at it: the next one shares the lock again.
+func (rt *runtime) chooseLockMode(q *queueRun, a claimAgain, short bool) {
+	if claimWay(q.way.Load()) != claimCapped || a.lockedOut {
+		return
+	}
+	switch {
+	case a.shared && short:
+		q.exclusive = true
+		q.wantClaim.Store(true)
+	case !a.shared && !short:
+		q.exclusive = false
+	}
 }
 
 // unreserve stops counting the jobs a round asked for as on their way (wantedClaims counted
@@ -202,7 +221,8 @@ type claimRound struct {
 	wants          []claimWant
 	index          map[string]int // want of each queue
 	plain, limited claimArgs
-	locks          []string
+	locks          []string      // queues whose claim lock the round takes exclusively
+	shared         []string      // MaxRunning-only queues far from their limit: the lock shared, with a ticket
 	timeout        time.Duration // the longest lease of its queues: how long its round trip may take
 	sent           time.Time
 }
@@ -224,7 +244,11 @@ func newClaimRound(wants []claimWant) *claimRound {
 			round.plain.add(w)
 		case claimCapped:
 			round.plain.add(w)
-			round.locks = append(round.locks, w.q.name)
+			if w.q.exclusive {
+				round.locks = append(round.locks, w.q.name)
+			} else {
+				round.shared = append(round.shared, w.q.name)
+			}
 		case claimLimited:
 			round.limited.add(w)
 			round.locks = append(round.locks, w.q.name)
@@ -269,22 +293,32 @@ func (round *claimRound) results(all []*jobRow, lim *limitedResult) (claimed [][
 			a.after = lockedOutWait
 		}
 	}
+	for _, name := range round.shared {
+		a := &again[round.index[name]]
+		a.shared = true
+		if a.lockedOut = !slices.Contains(lim.shared, name); a.lockedOut {
+			a.after = lockedOutWait
+		}
+	}
 	return claimed, again
 }
 
 // claimAgain says when to claim again for a want that came back short: after (0: when a
 // wake-up, the poll or a freed slot calls for it), because another process held the queue's
-// claim lock (lockedOut) or a rate limit frees a start then.
+// claim lock (lockedOut) or a rate limit frees a start then. shared says the queue was claimed
+// under its claim lock held shared.
 type claimAgain struct {
 	after     time.Duration
 	lockedOut bool
+	shared    bool
 }
 
 // limitedResult is what claimBatch learns besides the jobs: the limited queues whose claim
-// lock the round trip took, and how long queues held back by a rate limit wait for a start to
-// free.
+// lock the round trip took (exclusively: locked; shared, with a ticket: shared), and how long
+// queues held back by a rate limit wait for a start to free.
 type limitedResult struct {
 	locked []string
+	shared []string
 	waits  map[string]time.Duration
 }
 
@@ -322,8 +356,8 @@ type claimStatement struct {
 func (round *claimRound) statements(id string) []claimStatement {
 	plain, limited := &round.plain, &round.limited
 	s := []claimStatement{{sql: claimSettingsSQL}}
-	if len(round.locks) > 0 {
-		s = append(s, claimStatement{claimLockSQL, []any{round.locks}})
+	if len(round.locks) > 0 || len(round.shared) > 0 {
+		s = append(s, claimStatement{claimLockSQL, []any{round.locks, round.shared, claimTickets}})
 	}
 	if len(plain.queues) > 0 {
 		s = append(s, claimStatement{claimSQL, []any{plain.queues, plain.limits, plain.leases, id}})
@@ -348,11 +382,11 @@ func (round *claimRound) read(next func() (pgx.Rows, error), res *limitedResult)
 	if rows.Close(); rows.Err() != nil {
 		return nil, rows.Err()
 	}
-	if len(round.locks) > 0 {
-		// Of what claim_lock returns, only the locked queues are read; the rest is its setting.
+	if len(round.locks) > 0 || len(round.shared) > 0 {
+		// Of what claim_lock returns, only the queues locked are read; the rest is its settings.
 		rows, err := next()
 		if err == nil {
-			_, err = pgx.ForEachRow(rows, []any{nil, &res.locked}, func() error { return nil })
+			_, err = pgx.ForEachRow(rows, []any{nil, &res.locked, nil, &res.shared, nil}, func() error { return nil })
 		}
 		if err != nil {
 			return nil, err
@@ -394,6 +428,12 @@ func (round *claimRound) read(next func() (pgx.Rows, error), res *limitedResult)
 // lockedOutWait is how long a limited queue whose claim lock another process held waits before
 // its next claim: about one claim's round trip, after which that claim has committed.
 const lockedOutWait = 2 * time.Millisecond
+
+// claimTickets is how many claims of a MaxRunning-only queue far from its limit may run at once,
+// each under the queue's claim lock held shared and one ticket (claim_lock.sql), each taking at
+// most max_running / claimTickets less the running jobs (claim.sql). Every process must use the
+// same number: the limit holds because no more than this many claims overlap.
+const claimTickets = 8
 
 // claimAfter makes the claim loop look at q again after d, replacing the time set before. One
 // timer per queue, stopped when the claim loop ends (stopClaimTimers).

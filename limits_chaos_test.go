@@ -34,12 +34,15 @@ type limitsChaosQueue struct {
 	concurrency int   // each worker process's Concurrency on the queue, above the limits
 }
 
-// limitsChaosQueues are the queues of TestChaosLimits: a cap on the whole queue; a cap per key
-// under a cap on the queue, with unkeyed jobs beside the keyed ones; and a rate per key under a
-// rate on the queue, with three keys whose rates add up to less than the queue's, so that
-// unkeyed jobs fill the queue's rate and both rates bind; its jobs weigh 1, 2 or 3.
+// limitsChaosQueues are the queues of TestChaosLimits: a cap on the whole queue, small (every
+// claim takes the claim lock exclusively) and large (claims share it while the queue is far from
+// its cap, claim_lock.sql); a cap per key under a cap on the queue, with unkeyed jobs beside the
+// keyed ones; and a rate per key under a rate on the queue, with three keys whose rates add up to
+// less than the queue's, so that unkeyed jobs fill the queue's rate and both rates bind; its jobs
+// weigh 1, 2 or 3.
 var limitsChaosQueues = []limitsChaosQueue{
 	{name: "capped", limits: Limits{MaxRunning: 4}, keys: []string{""}, perKey: 900, concurrency: 7},
+	{name: "shared", limits: Limits{MaxRunning: 48}, keys: []string{""}, perKey: 2400, concurrency: 20},
 	{name: "keyed", limits: Limits{MaxRunning: 6, KeyMaxRunning: 2}, keys: []string{"k0", "k1", "k2", "k3", ""},
 		perKey: 200, concurrency: 9},
 	{name: "rated", limits: Limits{Rate: Rate{Starts: 20, Per: 500 * time.Millisecond},

@@ -203,3 +203,85 @@ func TestHeldClaimMeetsSettle(t *testing.T) {
 	}
 	exec(claimer, "ROLLBACK")
 }
+
+// Far from its MaxRunning, claims of a queue share its claim lock: up to claimTickets of them at
+// once, each taking at most a ticket's share of the limit less the running jobs; one more finds
+// no ticket, and an exclusive claim waits for none of them but finds the lock taken.
+func TestSharedClaimTickets(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "tickets")
+	const maxRunning = 10 * claimTickets
+	if err := q.SetLimits(ctx, Limits{MaxRunning: maxRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueMany(ctx, make([]int, 100), nil); err != nil {
+		t.Fatal(err)
+	}
+	lock := func(tx pgx.Tx, exclusive, shared []string) (locked, sharedGot []string) {
+		t.Helper()
+		if err := tx.QueryRow(ctx, claimLockSQL, exclusive, shared, claimTickets).Scan(nil, &locked, nil, &sharedGot, nil); err != nil {
+			t.Fatal(err)
+		}
+		return locked, sharedGot
+	}
+	begin := func() pgx.Tx {
+		t.Helper()
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		return tx
+	}
+	var txs []pgx.Tx
+	for i := range claimTickets {
+		tx := begin()
+		if _, got := lock(tx, nil, []string{"tickets"}); len(got) != 1 {
+			t.Fatalf("claim %d of %d under the shared lock got no ticket", i+1, claimTickets)
+		}
+		txs = append(txs, tx)
+	}
+	extra := begin()
+	if _, got := lock(extra, nil, []string{"tickets"}); len(got) != 0 {
+		t.Fatalf("claim %d under the shared lock got a ticket", claimTickets+1)
+	}
+	_ = extra.Rollback(ctx) // it holds the lock shared, if no ticket, until its transaction ends
+	if got, _ := lock(begin(), []string{"tickets"}, nil); len(got) != 0 {
+		t.Fatal("a claim took the claim lock exclusively while others held it shared")
+	}
+	// Each takes at most its share: the first 10 of the 20 it asks for, the next 10 again, since
+	// it does not see the first's.
+	for i, tx := range txs[:2] {
+		rows, _ := tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{20}, []int64{30000}, "w")
+		got, err := pgx.CollectRows(rows, scanJobRow)
+		if err != nil || len(got) != maxRunning/claimTickets {
+			t.Fatalf("claim %d under the shared lock took %d jobs (%v), want %d", i+1, len(got), err, maxRunning/claimTickets)
+		}
+	}
+	for _, tx := range txs {
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 20 running: a share is used up, so a claim under the shared lock takes nothing, and one
+	// under the exclusive lock what the limit leaves.
+	tx := begin()
+	if _, got := lock(tx, nil, []string{"tickets"}); len(got) != 1 {
+		t.Fatal("no ticket once the others committed")
+	}
+	rows, _ := tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{20}, []int64{30000}, "w")
+	if got, err := pgx.CollectRows(rows, scanJobRow); err != nil || len(got) != 0 {
+		t.Fatalf("with 20 running, a claim under the shared lock took %d jobs (%v), want 0", len(got), err)
+	}
+	_ = tx.Rollback(ctx)
+	tx = begin()
+	if got, _ := lock(tx, []string{"tickets"}, nil); len(got) != 1 {
+		t.Fatal("the exclusive lock not granted once no claim held it shared")
+	}
+	rows, _ = tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{100}, []int64{30000}, "w")
+	if got, err := pgx.CollectRows(rows, scanJobRow); err != nil || len(got) != maxRunning-20 {
+		t.Fatalf("with 20 running, a claim under the exclusive lock took %d jobs (%v), want %d", len(got), err, maxRunning-20)
+	}
+}

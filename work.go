@@ -157,19 +157,24 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 	return s.settle(ctx, rt.takeOutcomes())
 }
 
-// claim claims for wants, waiting while another process holds the queue's claim lock (a rate
-// limit's wait it does not wait for: no job is runnable now).
+// claim claims for wants, waiting while another process holds the queue's claim lock, and
+// claiming again under the exclusive lock when a claim under the shared one came back short (a
+// rate limit's wait it does not wait for: no job is runnable now).
 func (s *inline) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, time.Time, error) {
 	for {
 		claimed, again, sent, err := s.rt.claim(ctx, wants)
 		if err != nil {
 			return nil, sent, explainSchemaError(err)
 		}
-		if !again[0].lockedOut {
+		switch {
+		case again[0].lockedOut:
+			if !sleepCtx(ctx, lockedOutWait) {
+				return nil, sent, ctx.Err()
+			}
+		case again[0].shared && len(claimed[0]) < wants[0].limit:
+			wants[0].q.exclusive = true
+		default:
 			return claimed, sent, nil
-		}
-		if !sleepCtx(ctx, lockedOutWait) {
-			return nil, sent, ctx.Err()
 		}
 	}
 }

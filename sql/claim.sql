@@ -4,14 +4,21 @@
 -- names its queue and says whether the queue is being watched, so that the worker announces the
 -- jobs' starts and outcomes.
 -- A queue with only a MaxRunning is claimed here too, after claim_lock.sql in the same
--- transaction: if this transaction holds its claim lock, at most what max_running leaves once
--- its running jobs are counted (pgqueue_jobs_running_idx), and otherwise nothing (so a claim
--- that has not heard of a new limit cannot pass it). When that leaves fewer than asked for,
--- pgqueue_capped_take decides instead: it marks the queue's claims held back, so that the ends of
--- its jobs wake its workers, and counts again (migration 20261206120000). The queues come in
--- name order, the order in which it takes their held locks. A queue with per-key limits or rates
--- yields nothing here: claim_limited.sql claims for it (and counts the running jobs in the same
--- way).
+-- transaction, once its running jobs are counted (pgqueue_jobs_running_idx):
+--   * if this transaction holds its claim lock exclusively, at most what max_running leaves.
+--     When that is fewer than asked for, pgqueue_capped_take decides instead: it marks the
+--     queue's claims held back, so that the ends of its jobs wake its workers, and counts again
+--     (migration 20261206120000). The queues come in name order, the order in which it takes
+--     their held locks;
+--   * if it holds the lock shared, with a ticket, at most max_running / pgqueue.claim_tickets
+--     (the number of tickets) less the running jobs. At most that many such claims run at once,
+--     none sees the others'
+--     jobs, and each takes no more than a ticket's share would leave if the others took theirs:
+--     the running jobs never pass max_running. A claim that gets fewer than it asked for comes
+--     back at once for the exclusive lock, which counts exactly (fetch.go);
+--   * otherwise nothing (so a claim that has not heard of a new limit cannot pass it).
+-- A queue with per-key limits or rates yields nothing here: claim_limited.sql claims for it (and
+-- counts the running jobs in the same way).
 -- Each queue's jobs are picked by a range scan of its own part of pgqueue_jobs_claim_idx
 -- (queue, (-priority), id) WHERE status = 'available' (a LATERAL sub-select per queue) and locked
 -- there, skipping rows others hold; the update then reaches them by their physical address
@@ -41,6 +48,11 @@ WHERE j.ctid = ANY (ARRAY(
                                                          '{}')::text[])
                             THEN (SELECT CASE WHEN p.max_running - r.n >= x.n THEN x.n
                                               ELSE pgqueue_capped_take(x.queue, x.n) END
+                                  FROM (SELECT count(*) AS n FROM pgqueue_jobs AS r
+                                        WHERE r.queue = x.queue AND r.status = 'running') AS r)
+                            WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_shared', true), ''),
+                                                         '{}')::text[])
+                            THEN (SELECT greatest(0, least(x.n, p.max_running / current_setting('pgqueue.claim_tickets')::int - r.n))
                                   FROM (SELECT count(*) AS n FROM pgqueue_jobs AS r
                                         WHERE r.queue = x.queue AND r.status = 'running') AS r)
                             ELSE 0 END
