@@ -265,6 +265,29 @@ func (p *page) click(sel string) {
 	}
 }
 
+// unfold opens the <details> element matching the CSS selector by clicking its summary. A live
+// update that swaps the region between the click's press and release loses the click (the press
+// and the release land on different elements), so it clicks again until the element is open.
+func (p *page) unfold(sel string) {
+	p.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		p.click(sel + " summary")
+		ctx, cancel := context.WithTimeout(p.ctx, time.Second)
+		_, err := chromedp.Run(ctx, chromedp.PollFunction[any](`(sel) => {
+			const d = document.querySelector(sel);
+			return d && d.open ? true : null;
+		}`, chromedp.WithPollingArgs(sel), chromedp.WithPollingInterval(50*time.Millisecond)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s did not open: %v\n%s", sel, err, p.describe())
+		}
+	}
+}
+
 // waitText waits up to waitTimeout for the text of an element matching the CSS selector to
 // contain want, and returns that text.
 func (p *page) waitText(sel, want string) string {

@@ -70,7 +70,7 @@ func TestPanicStack(t *testing.T) {
 	p := e.page
 	p.open("/jobs/" + id.String())
 	p.waitText(testid("job-attempt-error"), "template")
-	p.click(in(testid("job-attempt-error"), "summary")) // the stack is folded away
+	p.unfold(in(testid("job-attempt-error"), "details")) // the stack is folded away
 	stack := p.waitText(testid("job-attempt-stack"), "goroutine")
 	if !strings.Contains(stack, "failJobs") {
 		t.Errorf("the stack does not show the handler (failJobs):\n%s", stack)

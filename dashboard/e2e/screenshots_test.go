@@ -66,7 +66,7 @@ func TestScreenshots(t *testing.T) {
 
 	p.follow(testid("tab-failed"))
 	p.follow(in(jobRow(s.panicked), testid("job-link")))
-	p.click(in(testid("job-attempt-error"), "summary"))
+	p.unfold(in(testid("job-attempt-error"), "details"))
 	stack := p.waitText(testid("job-attempt-stack"), "goroutine")
 	if *updateScreenshots && strings.Contains(stack, "\t/") {
 		t.Fatal("the stack shows this machine's file paths: update the screenshots with go test -trimpath")
