@@ -228,15 +228,18 @@ type claimRound struct {
 }
 
 // newClaimRound sorts wants into the statements of one round trip, by the way each queue is
-// claimed. Each statement gets its queues in name order: claim.sql takes the held locks of the capped
-// queues a claim is held back on in that order, as the settles do (migration 20261206120000).
+// claimed. Each statement gets its queues in name order: claim.sql takes the held locks of the
+// capped queues a claim is held back on in that order, as the settles do (migration
+// 20261206120000).
 func newClaimRound(wants []claimWant) *claimRound {
 	round := &claimRound{wants: wants, index: make(map[string]int, len(wants))}
 	byName := make([]int, len(wants))
 	for i := range byName {
 		byName[i] = i
 	}
-	slices.SortFunc(byName, func(i, j int) int { return strings.Compare(wants[i].q.name, wants[j].q.name) })
+	slices.SortFunc(byName, func(i, j int) int {
+		return strings.Compare(wants[i].q.name, wants[j].q.name)
+	})
 	for _, i := range byName {
 		w := wants[i]
 		switch claimWay(w.q.way.Load()) {

@@ -83,7 +83,7 @@ type queueRun struct {
 
 	// The fetch loop's own.
 	empty        bool        // the last claim found fewer jobs than it asked for
-	exclusive    bool        // a MaxRunning-only queue's next claim takes its claim lock exclusively (chooseLockMode)
+	exclusive    bool        // its next claim takes the claim lock exclusively (chooseLockMode)
 	again        *time.Timer // claims again after a lock held elsewhere or a rate's wait
 	drainPending bool        // EventDrained is owed once the queue is empty and idle
 
