@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -283,5 +284,43 @@ func TestSharedClaimTickets(t *testing.T) {
 	rows, _ = tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{100}, []int64{30000}, "w")
 	if got, err := pgx.CollectRows(rows, scanJobRow); err != nil || len(got) != maxRunning-20 {
 		t.Fatalf("with 20 running, a claim under the exclusive lock took %d jobs (%v), want %d", len(got), err, maxRunning-20)
+	}
+}
+
+// A claim under the shared lock gets at most a ticket's share; one that comes back short is
+// followed at once by one under the exclusive lock, which takes what the limit leaves: a worker
+// fills its slots up to MaxRunning without waiting for its poll.
+func TestSharedClaimFallsBackToExclusive(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "fallback")
+	const maxRunning = 2 * claimTickets // a share of 2
+	if err := q.SetLimits(ctx, Limits{MaxRunning: maxRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.EnqueueMany(ctx, make([]int, 3*maxRunning), nil); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	c := newConcurrency()
+	startWorker(t, must(q.NewWorker(func(ctx context.Context, _ *Job[int]) error {
+		c.enter("")
+		defer c.leave("")
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 2 * maxRunning, PollInterval: time.Hour})))
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d handlers running", maxRunning), func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.now == maxRunning
+	})
+	close(release)
+	waitFor(t, 10*time.Second, "every job done", func() bool { return b.count("true") == 0 })
+	if c.max > maxRunning {
+		t.Fatalf("%d handlers ran at once, more than MaxRunning %d", c.max, maxRunning)
 	}
 }
