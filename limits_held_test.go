@@ -56,13 +56,7 @@ func TestCappedQueueWakesOnlyHeldClaims(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	q := newQueue[int](t, b.client, "capped")
-	if err := q.SetLimits(ctx, Limits{MaxRunning: 1000}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.EnqueueMany(ctx, make([]int, 300), nil); err != nil {
-		t.Fatal(err)
-	}
+	q := limitedQueue(t, b, "capped", Limits{MaxRunning: 1000}, 300)
 	l := listenConn(t, b)
 	workUntilDone(t, q, 300, &WorkerOptions{Concurrency: 20})
 	waitFor(t, 10*time.Second, "every job settled", func() bool { return b.count("true") == 0 })
@@ -120,10 +114,7 @@ func TestHeldClaimMeetsSettle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	q := newQueue[int](t, b.client, "held")
-	if err := q.SetLimits(ctx, Limits{MaxRunning: 1}); err != nil {
-		t.Fatal(err)
-	}
+	limitedQueue(t, b, "held", Limits{MaxRunning: 1}, 0)
 	l := listenConn(t, b)
 	conn := func() *pgxpool.Conn {
 		c, err := b.pool.Acquire(ctx)
@@ -212,14 +203,8 @@ func TestSharedClaimTickets(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	q := newQueue[int](t, b.client, "tickets")
 	const maxRunning = 10 * claimTickets
-	if err := q.SetLimits(ctx, Limits{MaxRunning: maxRunning}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.EnqueueMany(ctx, make([]int, 100), nil); err != nil {
-		t.Fatal(err)
-	}
+	limitedQueue(t, b, "tickets", Limits{MaxRunning: maxRunning}, 100)
 	lock := func(tx pgx.Tx, exclusive, shared []string) (locked, sharedGot []string) {
 		t.Helper()
 		if err := tx.QueryRow(ctx, claimLockSQL, exclusive, shared, claimTickets).Scan(nil, &locked, nil, &sharedGot, nil); err != nil {
@@ -293,15 +278,8 @@ func TestSharedClaimTickets(t *testing.T) {
 func TestSharedClaimFallsBackToExclusive(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := t.Context()
-	q := newQueue[int](t, b.client, "fallback")
 	const maxRunning = 2 * claimTickets // a share of 2
-	if err := q.SetLimits(ctx, Limits{MaxRunning: maxRunning}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.EnqueueMany(ctx, make([]int, 3*maxRunning), nil); err != nil {
-		t.Fatal(err)
-	}
+	q := limitedQueue(t, b, "fallback", Limits{MaxRunning: maxRunning}, 3*maxRunning)
 	release := make(chan struct{})
 	c := newConcurrency()
 	startWorker(t, must(q.NewWorker(func(ctx context.Context, _ *Job[int]) error {

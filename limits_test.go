@@ -80,19 +80,27 @@ func (c *concurrency) leave(key string) {
 	c.keyNow[key]--
 }
 
+// limitedQueue returns the queue name of b's client with limits set and n jobs enqueued.
+func limitedQueue(t *testing.T, b *bundle, name string, limits Limits, n int) *Queue[int] {
+	t.Helper()
+	q := newQueue[int](t, b.client, name)
+	if err := q.SetLimits(t.Context(), limits); err != nil {
+		t.Fatal(err)
+	}
+	if n > 0 {
+		if _, err := q.EnqueueMany(t.Context(), make([]int, n), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return q
+}
+
 // A queue's MaxRunning holds over several clients whose Concurrency adds up to far more, and
 // the queue still drains.
 func TestMaxRunningAcrossClients(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := t.Context()
-	q := newQueue[int](t, b.client, "global")
-	if err := q.SetLimits(ctx, Limits{MaxRunning: 3}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.EnqueueMany(ctx, make([]int, 60), nil); err != nil {
-		t.Fatal(err)
-	}
+	limitedQueue(t, b, "global", Limits{MaxRunning: 3}, 60)
 	c := newConcurrency()
 	var done atomic.Int32
 	for range 3 {
