@@ -113,8 +113,9 @@ type settleArgs struct {
 	backDelays              []int64    // µs
 	inTxIDs, inTxTokens     [][16]byte // completed with Job.CompleteTx, and the transactions
 	inTxXacts               []string
-	freed                   []string // limited queues whose claims may find room now
-	capped                  []string // those of freed with only a MaxRunning, in name order
+	// Limited queues whose claims may find room now (freedQueues): those woken on every end of a
+	// job, and those with only a MaxRunning, in name order.
+	freed, capped []string
 }
 
 // settled is what the table says became of one job of a batch.
@@ -133,7 +134,7 @@ func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range args.freed {
+	for _, name := range slices.Concat(args.freed, args.capped) {
 		rt.byName[name].wantClaim.Store(true) // applySettled wakes the claim loop
 	}
 	rt.applySettled(ctx, batch, results)
@@ -224,30 +225,31 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 		b.Queue(lostAfterRollbackSQL, a.inTxIDs, a.inTxTokens, a.inTxXacts)
 	}
 	for _, q := range a.freed {
-		if !slices.Contains(a.capped, q) {
-			b.Queue(notifySQL, wakeMessage(StatusAvailable, q))
-		}
+		b.Queue(notifySQL, wakeMessage(StatusAvailable, q))
 	}
 	if len(a.capped) > 0 {
 		b.Queue(wakeHeldSQL, a.capped)
 	}
 }
 
-// freedQueues returns the queues of a batch with limits (freed): the jobs' ends free places that
-// a claim, here or in another process, may have found taken. The settle wakes their workers with
-// a notification sent on its commit; queues without limits send none. Of those, the queues with
-// only a MaxRunning (capped, in name order) are woken only if a claim of theirs was held back by
-// the limit (wake_held.sql): a MaxRunning that is never reached costs no wake-ups.
+// freedQueues returns the queues of a batch with limits: the jobs' ends free places that a
+// claim, here or in another process, may have found taken, so the settle wakes their workers
+// with a notification sent on its commit; queues without limits send none. Those with per-key
+// limits or rates (freed) are woken every time; those with only a MaxRunning (capped, in name
+// order) only if a claim of theirs was held back by the limit (wake_held.sql), so that a
+// MaxRunning never reached costs no wake-ups.
 func freedQueues(batch []outcome) (freed, capped []string) {
 	for _, o := range batch {
 		q := o.a.q
-		way := claimWay(q.way.Load())
-		if way == claimPlain || slices.Contains(freed, q.name) {
-			continue
-		}
-		freed = append(freed, q.name)
-		if way == claimCapped {
-			capped = append(capped, q.name)
+		switch claimWay(q.way.Load()) {
+		case claimLimited:
+			if !slices.Contains(freed, q.name) {
+				freed = append(freed, q.name)
+			}
+		case claimCapped:
+			if !slices.Contains(capped, q.name) {
+				capped = append(capped, q.name)
+			}
 		}
 	}
 	slices.Sort(capped)

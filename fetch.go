@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,7 +88,9 @@ func (rt *runtime) took(ctx context.Context, round *claimRound, all []*jobRow, l
 			rt.claimAfter(w.q, again[i].after)
 		}
 		w.q.empty = len(rows) < w.limit
-		rt.chooseLockMode(w.q, again[i], len(rows) < w.limit)
+		if w.q.chooseLockMode(again[i], len(rows) < w.limit) {
+			w.q.wantClaim.Store(true)
+		}
 		if len(rows) > 0 {
 			w.q.drainPending = true
 			rt.start(w.q, rows, round.sent.Add(w.q.opts.LockDuration))
@@ -98,22 +99,24 @@ func (rt *runtime) took(ctx context.Context, round *claimRound, all []*jobRow, l
 	rt.reportDrained()
 }
 
-// chooseLockMode picks how the next claim of a MaxRunning-only queue takes its claim lock. A
-// claim under the shared lock that came back short may have been cut by its ticket's share, not
-// by the limit or a lack of jobs: the next one takes the lock exclusively, at once, and counts
-// exactly. A claim under the exclusive lock that came back full found the queue far from its
-// limit, or at least not at it: the next one shares the lock again.
-func (rt *runtime) chooseLockMode(q *queueRun, a claimAgain, short bool) {
+// chooseLockMode picks how the next claim of a MaxRunning-only queue takes its claim lock, after
+// a claim that got the lock (a) and came back short or not, and reports whether to claim again at
+// once. A claim under the shared lock that came back short may have been cut by its ticket's
+// share, not by the limit or a lack of jobs: the next one takes the lock exclusively, at once,
+// and counts exactly. A claim under the exclusive lock that came back full found the queue far
+// from its limit, or at least not at it: the next one shares the lock again.
+func (q *queueRun) chooseLockMode(a claimAgain, short bool) (now bool) {
 	if claimWay(q.way.Load()) != claimCapped || a.lockedOut {
-		return
+		return false
 	}
 	switch {
 	case a.shared && short:
 		q.exclusive = true
-		q.wantClaim.Store(true)
+		return true
 	case !a.shared && !short:
 		q.exclusive = false
 	}
+	return false
 }
 
 // unreserve stops counting the jobs a round asked for as on their way (wantedClaims counted
@@ -228,20 +231,10 @@ type claimRound struct {
 }
 
 // newClaimRound sorts wants into the statements of one round trip, by the way each queue is
-// claimed. Each statement gets its queues in name order: claim.sql takes the held locks of the
-// capped queues a claim is held back on in that order, as the settles do (migration
-// 20261206120000).
+// claimed, keeping their order: the runtime's queue order, which is name order (newRuntime).
 func newClaimRound(wants []claimWant) *claimRound {
 	round := &claimRound{wants: wants, index: make(map[string]int, len(wants))}
-	byName := make([]int, len(wants))
-	for i := range byName {
-		byName[i] = i
-	}
-	slices.SortFunc(byName, func(i, j int) int {
-		return strings.Compare(wants[i].q.name, wants[j].q.name)
-	})
-	for _, i := range byName {
-		w := wants[i]
+	for i, w := range wants {
 		switch claimWay(w.q.way.Load()) {
 		case claimPlain:
 			round.plain.add(w)

@@ -282,15 +282,7 @@ func TestSharedClaimFallsBackToExclusive(t *testing.T) {
 	q := limitedQueue(t, b, "fallback", Limits{MaxRunning: maxRunning}, 3*maxRunning)
 	release := make(chan struct{})
 	c := newConcurrency()
-	startWorker(t, must(q.NewWorker(func(ctx context.Context, _ *Job[int]) error {
-		c.enter("")
-		defer c.leave("")
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}, &WorkerOptions{Concurrency: 2 * maxRunning, PollInterval: time.Hour})))
+	startWorker(t, must(q.NewWorker(c.holding(release), &WorkerOptions{Concurrency: 2 * maxRunning, PollInterval: time.Hour})))
 	waitFor(t, 10*time.Second, fmt.Sprintf("%d handlers running", maxRunning), func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -80,6 +80,20 @@ func (c *concurrency) leave(key string) {
 	c.keyNow[key]--
 }
 
+// holding returns a handler that counts itself in c while it runs, which is until release is
+// closed or its context ends.
+func (c *concurrency) holding(release <-chan struct{}) Handler[int] {
+	return func(ctx context.Context, _ *Job[int]) error {
+		c.enter("")
+		defer c.leave("")
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+}
+
 // limitedQueue returns the queue name of b's client with limits set and n jobs enqueued.
 func limitedQueue(t *testing.T, b *bundle, name string, limits Limits, n int) *Queue[int] {
 	t.Helper()
@@ -244,15 +258,7 @@ func TestLimitsChangeLive(t *testing.T) {
 	q := newQueue[int](t, b.client, "live")
 	c := newConcurrency()
 	release := make(chan struct{})
-	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-		c.enter("")
-		defer c.leave("")
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}, &WorkerOptions{Concurrency: 8, PollInterval: time.Hour}))
+	w := must(q.NewWorker(c.holding(release), &WorkerOptions{Concurrency: 8, PollInterval: time.Hour}))
 	startWorker(t, w)
 	if err := q.SetLimits(ctx, Limits{MaxRunning: 2}); err != nil {
 		t.Fatal(err)

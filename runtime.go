@@ -131,6 +131,10 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 			rt.heartbeatEvery = s.opts.HeartbeatInterval
 		}
 	}
+	// In name order, so that every claim round lists its queues in name order: claim.sql takes
+	// the held locks of the capped queues it is held back on in that order, as the settles do
+	// (migration 20261206120000).
+	slices.SortFunc(rt.queues, func(a, b *queueRun) int { return cmp.Compare(a.name, b.name) })
 	return rt
 }
 

@@ -171,8 +171,8 @@ func (s *inline) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, tim
 			if !sleepCtx(ctx, lockedOutWait) {
 				return nil, sent, ctx.Err()
 			}
-		case again[0].shared && len(claimed[0]) < wants[0].limit:
-			wants[0].q.exclusive = true
+		case wants[0].q.chooseLockMode(again[0], len(claimed[0]) < wants[0].limit):
+			// again at once, under the exclusive lock
 		default:
 			return claimed, sent, nil
 		}

@@ -41,6 +41,8 @@ ALTER TABLE pgqueue_queues ADD COLUMN claims_held boolean NOT NULL DEFAULT false
 DO $$
 DECLARE
     schema constant text := current_schema();
+    -- The queue's held lock, for the variable queue_name of both functions.
+    held_lock constant text := format('pg_catalog.hashtextextended(%L || queue_name, 0)', 'pgqueue held ' || schema || '.');
 BEGIN
     EXECUTE format($f$
         CREATE FUNCTION pgqueue_capped_take(queue_name text, wanted integer) RETURNS integer
@@ -49,13 +51,13 @@ BEGIN
     DECLARE
         room bigint;
     BEGIN
-        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('pgqueue held ' || %L || '.' || queue_name, 0));
+        PERFORM pg_catalog.pg_advisory_xact_lock(%s);
         UPDATE %I.pgqueue_queues SET claims_held = true WHERE name = queue_name AND NOT claims_held;
         SELECT q.max_running - (SELECT pg_catalog.count(*) FROM %I.pgqueue_jobs AS r
                                 WHERE r.queue = q.name AND r.status = 'running')
         INTO room FROM %I.pgqueue_queues AS q WHERE q.name = queue_name;
         RETURN greatest(0, least(wanted, coalesce(room, wanted)));
-    END$b$, schema, schema, schema, schema));
+    END$b$, held_lock, schema, schema, schema));
 
     EXECUTE format($f$
         CREATE FUNCTION pgqueue_wake_held(queue_names text[]) RETURNS void
@@ -65,13 +67,13 @@ BEGIN
         queue_name text;
     BEGIN
         FOR queue_name IN SELECT DISTINCT n FROM pg_catalog.unnest(queue_names) AS n ORDER BY n LOOP
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtextextended('pgqueue held ' || %L || '.' || queue_name, 0));
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(%s);
         END LOOP;
         FOR queue_name IN UPDATE %I.pgqueue_queues SET claims_held = false
                           WHERE name = ANY (queue_names) AND claims_held RETURNING name LOOP
             PERFORM %I.pgqueue_notify('a ' || queue_name);
         END LOOP;
-    END$b$, schema, schema, schema));
+    END$b$, held_lock, schema, schema));
 END
 $$;
 -- +goose StatementEnd

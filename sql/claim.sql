@@ -44,18 +44,20 @@ WHERE j.ctid = ANY (ARRAY(
                LATERAL (SELECT coalesce((SELECT CASE
                             WHEN p.paused OR p.claim_limited THEN 0
                             WHEN NOT p.limited THEN x.n
-                            WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''),
-                                                         '{}')::text[])
-                            THEN (SELECT CASE WHEN p.max_running - r.n >= x.n THEN x.n
+                            ELSE (SELECT CASE WHEN l.mode IS NULL THEN 0
+                                              WHEN l.mode = 'shared'
+                                              THEN greatest(0, least(x.n, p.max_running
+                                                                          / current_setting('pgqueue.claim_tickets')::int - r.n))
+                                              WHEN p.max_running - r.n >= x.n THEN x.n
                                               ELSE pgqueue_capped_take(x.queue, x.n) END
-                                  FROM (SELECT count(*) AS n FROM pgqueue_jobs AS r
-                                        WHERE r.queue = x.queue AND r.status = 'running') AS r)
-                            WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_shared', true), ''),
-                                                         '{}')::text[])
-                            THEN (SELECT greatest(0, least(x.n, p.max_running / current_setting('pgqueue.claim_tickets')::int - r.n))
-                                  FROM (SELECT count(*) AS n FROM pgqueue_jobs AS r
-                                        WHERE r.queue = x.queue AND r.status = 'running') AS r)
-                            ELSE 0 END
+                                  FROM (SELECT CASE WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''),
+                                                                                  '{}')::text[]) THEN 'exclusive'
+                                                    WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_shared', true), ''),
+                                                                                  '{}')::text[]) THEN 'shared' END AS mode) AS l,
+                                       -- not counted without the lock (the one-time filter on l.mode)
+                                       LATERAL (SELECT count(*) AS n FROM pgqueue_jobs AS r
+                                                WHERE l.mode IS NOT NULL AND r.queue = x.queue AND r.status = 'running') AS r)
+                            END
                           FROM pgqueue_queues AS p WHERE p.name = x.queue), x.n) AS n) AS b,
                LATERAL (SELECT a.ctid
                         FROM pgqueue_jobs AS a

@@ -20,16 +20,19 @@
 -- a ticket's share of the limit leaves (claim.sql): however their claims interleave, the running
 -- jobs stay within the limit. An exclusive claimer waits for no shared one: it finds the lock
 -- taken and comes back.
-SELECT set_config('pgqueue.claim_locked', l.names::text, true), l.names,
-       set_config('pgqueue.claim_shared', s.names::text, true), s.names,
+SELECT set_config('pgqueue.claim_locked', g.locked::text, true), g.locked,
+       set_config('pgqueue.claim_shared', g.shared::text, true), g.shared,
        set_config('pgqueue.claim_tickets', $3::int::text, true)
-FROM (SELECT coalesce(array_agg(q), '{}') AS names
-      FROM unnest($1::text[]) AS q
-      WHERE pg_try_advisory_xact_lock(hashtextextended('pgqueue claim ' || current_schema() || '.' || q, 0))) AS l,
-     (SELECT coalesce(array_agg(q), '{}') AS names
-      FROM unnest($2::text[]) AS q
-      WHERE CASE WHEN pg_try_advisory_xact_lock_shared(hashtextextended('pgqueue claim ' || current_schema() || '.' || q, 0))
-            THEN EXISTS (SELECT FROM (SELECT floor(random() * $3::int)::int AS first) AS r, generate_series(0, $3::int - 1) AS i
-                         WHERE pg_try_advisory_xact_lock(hashtextextended(
-                                   'pgqueue ticket ' || ((r.first + i) % $3::int) || ' ' || current_schema() || '.' || q, 0)))
-            ELSE false END) AS s
+FROM (SELECT coalesce(array_agg(w.q) FILTER (WHERE w.exclusive), '{}') AS locked,
+             coalesce(array_agg(w.q) FILTER (WHERE NOT w.exclusive), '{}') AS shared
+      FROM (SELECT q, true AS exclusive FROM unnest($1::text[]) AS q
+            UNION ALL
+            SELECT q, false FROM unnest($2::text[]) AS q) AS w,
+           LATERAL (SELECT hashtextextended('pgqueue claim ' || current_schema() || '.' || w.q, 0) AS key) AS k
+      WHERE CASE WHEN w.exclusive THEN pg_try_advisory_xact_lock(k.key)
+                 WHEN pg_try_advisory_xact_lock_shared(k.key)
+                 THEN EXISTS (SELECT FROM (SELECT floor(random() * $3::int)::int AS first) AS r,
+                                          generate_series(0, $3::int - 1) AS i
+                              WHERE pg_try_advisory_xact_lock(hashtextextended(
+                                        'pgqueue ticket ' || ((r.first + i) % $3::int) || ' ' || current_schema() || '.' || w.q, 0)))
+                 ELSE false END) AS g
