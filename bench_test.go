@@ -122,6 +122,19 @@ func BenchmarkDrain100kThreeClients(b *testing.B) {
 	}
 }
 
+// BenchmarkDrain100kAtLimit drains 10⁵ no-op jobs of one queue with one client of 101 slots:
+// without limits, and with a MaxRunning of 100 and of 50, which the drain reaches all the time.
+// A job holds its place from its claim to its settle, so at the limit the rate is MaxRunning
+// divided by that time (README, "Flow control").
+func BenchmarkDrain100kAtLimit(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		limits Limits
+	}{{"none", Limits{}}, {"MaxRunning100", Limits{MaxRunning: 100}}, {"MaxRunning50", Limits{MaxRunning: 50}}} {
+		b.Run(c.name, func(b *testing.B) { benchmarkDrainClients(b, 1, c.limits) })
+	}
+}
+
 func benchmarkDrainClients(b *testing.B, clients int, limits Limits) {
 	const jobs, slots = 100_000, 100
 	for b.Loop() {
