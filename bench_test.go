@@ -114,12 +114,7 @@ func benchmarkDrain(b *testing.B, scheduled, queues int) {
 // reached, so that their claims of the queue take turns under its claim lock (README, "Flow
 // control"). Compare the two sub-benchmarks' jobs/s.
 func BenchmarkDrain100kThreeClients(b *testing.B) {
-	for _, c := range []struct {
-		name   string
-		limits Limits
-	}{{"none", Limits{}}, {"MaxRunning", Limits{MaxRunning: 10_000}}} {
-		b.Run(c.name, func(b *testing.B) { benchmarkDrainClients(b, 3, c.limits) })
-	}
+	benchmarkDrainLimits(b, 3, limitsCase{"none", Limits{}}, limitsCase{"MaxRunning", Limits{MaxRunning: 10_000}})
 }
 
 // BenchmarkDrain100kAtLimit drains 10⁵ no-op jobs of one queue with one client of 101 slots:
@@ -127,11 +122,21 @@ func BenchmarkDrain100kThreeClients(b *testing.B) {
 // A job holds its place from its claim to its settle, so at the limit the rate is MaxRunning
 // divided by that time (README, "Flow control").
 func BenchmarkDrain100kAtLimit(b *testing.B) {
-	for _, c := range []struct {
-		name   string
-		limits Limits
-	}{{"none", Limits{}}, {"MaxRunning100", Limits{MaxRunning: 100}}, {"MaxRunning50", Limits{MaxRunning: 50}}} {
-		b.Run(c.name, func(b *testing.B) { benchmarkDrainClients(b, 1, c.limits) })
+	benchmarkDrainLimits(b, 1, limitsCase{"none", Limits{}}, limitsCase{"MaxRunning100", Limits{MaxRunning: 100}},
+		limitsCase{"MaxRunning50", Limits{MaxRunning: 50}})
+}
+
+// limitsCase is a sub-benchmark of benchmarkDrainLimits: its name and the queue's limits.
+type limitsCase struct {
+	name   string
+	limits Limits
+}
+
+// benchmarkDrainLimits runs benchmarkDrainClients with the limits of each case, in turn, as
+// sub-benchmarks.
+func benchmarkDrainLimits(b *testing.B, clients int, cases ...limitsCase) {
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) { benchmarkDrainClients(b, clients, c.limits) })
 	}
 }
 
