@@ -282,18 +282,16 @@ func (round *claimRound) results(all []*jobRow, lim *limitedResult) (claimed [][
 		claimed[i] = append(claimed[i], r)
 	}
 	again = make([]claimAgain, len(round.wants))
-	for _, name := range round.locks {
-		a := &again[round.index[name]]
-		a.after = lim.waits[name]
-		if a.lockedOut = !slices.Contains(lim.locked, name); a.lockedOut {
-			a.after = lockedOutWait
-		}
-	}
-	for _, name := range round.shared {
-		a := &again[round.index[name]]
-		a.shared = true
-		if a.lockedOut = !slices.Contains(lim.shared, name); a.lockedOut {
-			a.after = lockedOutWait
+	for _, lock := range []struct {
+		asked, got []string
+		shared     bool
+	}{{round.locks, lim.locked, false}, {round.shared, lim.shared, true}} {
+		for _, name := range lock.asked {
+			a := &again[round.index[name]]
+			a.after, a.shared = lim.waits[name], lock.shared
+			if a.lockedOut = !slices.Contains(lock.got, name); a.lockedOut {
+				a.after = lockedOutWait
+			}
 		}
 	}
 	return claimed, again

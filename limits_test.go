@@ -94,7 +94,7 @@ func (c *concurrency) holding(release <-chan struct{}) Handler[int] {
 	}
 }
 
-// limitedQueue returns the queue name of b's client with limits set and n jobs enqueued.
+// limitedQueue returns b's client's queue of that name, with limits set and n jobs enqueued.
 func limitedQueue(t *testing.T, b *bundle, name string, limits Limits, n int) *Queue[int] {
 	t.Helper()
 	q := newQueue[int](t, b.client, name)

@@ -12,9 +12,8 @@
 --     their held locks;
 --   * if it holds the lock shared, with a ticket, at most max_running / pgqueue.claim_tickets
 --     (the number of tickets) less the running jobs. At most that many such claims run at once,
---     none sees the others'
---     jobs, and each takes no more than a ticket's share would leave if the others took theirs:
---     the running jobs never pass max_running. A claim that gets fewer than it asked for comes
+--     none sees the others' jobs, and each takes no more than a ticket's share would leave if the
+--     others took theirs: the running jobs never pass max_running. A claim that gets fewer than it asked for comes
 --     back at once for the exclusive lock, which counts exactly (fetch.go);
 --   * otherwise nothing (so a claim that has not heard of a new limit cannot pass it).
 -- A queue with per-key limits or rates yields nothing here: claim_limited.sql claims for it (and
