@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // markPage sets a mark on the page's window: it is gone if the page reloads.
@@ -81,4 +85,46 @@ func TestChangeWhileConnecting(t *testing.T) {
 	waitLive(p)
 	p.waitVisible(jobRow(second))
 	checkNotReloaded(p)
+}
+
+// TestSwapWaitsForRelease: a live update that arrives while the reader holds the mouse button
+// down on the Pause button waits for the release, so the press and the release land on the same
+// button and the click pauses the queue; the update comes in right after.
+func TestSwapWaitsForRelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	emails := queue(t, e.client, "emails")
+	enqueue(t, emails, "ada@example.com", nil)
+
+	p := e.page
+	p.open("/queues/emails")
+	p.waitExact(testid("queue-state"), "active")
+	waitLive(p)
+	at := func(coord string) float64 {
+		v, err := strconv.ParseFloat(p.eval(`(() => { const r = document.querySelector('[data-testid="pause-button"]').getBoundingClientRect();
+			return String(r.`+coord+` + r.`+map[string]string{"x": "width", "y": "height"}[coord]+` / 2); })()`, "the button's centre"), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	x, y := at("x"), at("y")
+	p.do("pressing the Pause button", chromedp.MouseEvent(chromedp.MousePressed, x, y, chromedp.ButtonLeft, chromedp.ClickCount(1)))
+	refreshes := p.eval(`String(document.querySelector("[data-live]").getAttribute("data-refreshes"))`, "the refreshes")
+
+	second := e.enqueueFromProcess("emails", "grace@example.com")
+	time.Sleep(time.Second) // the change's update has arrived and waits
+	if got := p.eval(`String(document.querySelector("[data-live]").getAttribute("data-refreshes"))`, "the refreshes"); got != refreshes {
+		t.Fatalf("the region was swapped while the button was held down (refreshes %s, then %s)", refreshes, got)
+	}
+
+	// The release completes the click: the form is posted and the page it leads to loads.
+	if _, err := chromedp.RunResponse(p.ctx, chromedp.MouseEvent(chromedp.MouseReleased, x, y, chromedp.ButtonLeft, chromedp.ClickCount(1))); err != nil {
+		t.Fatalf("releasing the Pause button and waiting for the next page: %v\n%s", err, p.describe())
+	}
+	p.waitExact(testid("queue-state"), "paused")
+	if !paused(t, emails) {
+		t.Fatal("the page says paused, but the queue is not paused in the database")
+	}
+	p.waitVisible(jobRow(second))
 }
