@@ -107,58 +107,25 @@ type enqueueParams struct {
 	repeatFixed bool   // repeats on the grid run_at + k·repeatEvery
 }
 
+// params validates the options (nil is the defaults) and converts them to what the enqueue
+// statements bind.
 func (o *EnqueueOptions) params() (enqueueParams, error) {
 	var zero EnqueueOptions
 	if o == nil {
 		o = &zero
 	}
-	var p enqueueParams
-	switch {
-	case o.Priority <= math.MinInt32 || o.Priority > math.MaxInt32:
-		return p, invalidf("Priority %d is out of range -2^31+1 .. 2^31-1", o.Priority)
-	case o.Delay < 0:
-		return p, invalidf("Delay %s is negative", o.Delay)
-	case o.Delay > 0 && !o.RunAt.IsZero():
-		return p, invalidf("RunAt and Delay are both set; give one")
-	case o.MaxAttempts < 0 || o.MaxAttempts > math.MaxInt32:
-		return p, invalidf("MaxAttempts %d is out of range (0 for the default, up to 2^31-1)", o.MaxAttempts)
-	case o.RetryDelay < 0:
-		return p, invalidf("RetryDelay %s is negative", o.RetryDelay)
-	case !o.RunAt.IsZero() && (o.RunAt.Before(minRunAt) || !o.RunAt.Before(maxRunAt)):
-		return p, invalidf("RunAt %s is outside years 1 to 9999", o.RunAt.UTC().Format(time.RFC3339))
-	case len(o.UniqueKey) > 255:
-		return p, invalidf("UniqueKey is %d bytes long, more than 255", len(o.UniqueKey))
-	case !storableText(o.UniqueKey):
-		return p, invalidf("UniqueKey is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
-	case len(o.Key) > 255:
-		return p, invalidf("Key is %d bytes long, more than 255", len(o.Key))
-	case !storableText(o.Key):
-		return p, invalidf("Key is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
-	case o.Weight < 0 || o.Weight > MaxLimit:
-		return p, invalidf("Weight %d is out of range (0 for 1, up to %d)", o.Weight, MaxLimit)
-	case o.RepeatCount < RepeatForever || o.RepeatCount > math.MaxInt32:
-		return p, invalidf("RepeatCount %d is out of range (RepeatForever, 0, or up to 2^31-1)", o.RepeatCount)
-	case o.RepeatEvery < 0:
-		return p, invalidf("RepeatEvery %s is negative", o.RepeatEvery)
-	case o.RepeatEvery > 0 && o.RepeatCount == 0:
-		return p, invalidf("RepeatEvery is set without RepeatCount")
-	case o.RepeatFixedRate && o.RepeatEvery == 0:
-		return p, invalidf("RepeatFixedRate is set without RepeatEvery")
+	if err := o.validate(); err != nil {
+		return enqueueParams{}, err
 	}
-	p.repeatFixed = o.RepeatFixedRate
-	p.uniqueKey = o.UniqueKey
-	if o.Key != "" {
-		p.key = &o.Key
+	p := enqueueParams{
+		priority:    int32(o.Priority),
+		delayUs:     o.Delay.Microseconds(),
+		maxAttempts: int32(cmp.Or(o.MaxAttempts, MaxAttemptsDefault)),
+		uniqueKey:   o.UniqueKey,
+		weight:      int32(max(o.Weight, 1)),
+		repeatCount: int32(o.RepeatCount),
+		repeatFixed: o.RepeatFixedRate,
 	}
-	p.weight = int32(max(o.Weight, 1))
-	p.repeatCount = int32(o.RepeatCount)
-	if o.RepeatEvery > 0 {
-		us := o.RepeatEvery.Microseconds()
-		p.repeatEvery = &us
-	}
-	p.priority = int32(o.Priority)
-	p.delayUs = o.Delay.Microseconds()
-	p.maxAttempts = int32(cmp.Or(o.MaxAttempts, MaxAttemptsDefault))
 	if !o.RunAt.IsZero() {
 		t := o.RunAt
 		p.runAt = &t
@@ -167,7 +134,51 @@ func (o *EnqueueOptions) params() (enqueueParams, error) {
 		us := o.RetryDelay.Microseconds()
 		p.retryDelay = &us
 	}
+	if o.Key != "" {
+		p.key = &o.Key
+	}
+	if o.RepeatEvery > 0 {
+		us := o.RepeatEvery.Microseconds()
+		p.repeatEvery = &us
+	}
 	return p, nil
+}
+
+// validate reports the first option out of its range, or two that contradict each other.
+func (o *EnqueueOptions) validate() error {
+	switch {
+	case o.Priority <= math.MinInt32 || o.Priority > math.MaxInt32:
+		return invalidf("Priority %d is out of range -2^31+1 .. 2^31-1", o.Priority)
+	case o.Delay < 0:
+		return invalidf("Delay %s is negative", o.Delay)
+	case o.Delay > 0 && !o.RunAt.IsZero():
+		return invalidf("RunAt and Delay are both set; give one")
+	case o.MaxAttempts < 0 || o.MaxAttempts > math.MaxInt32:
+		return invalidf("MaxAttempts %d is out of range (0 for the default, up to 2^31-1)", o.MaxAttempts)
+	case o.RetryDelay < 0:
+		return invalidf("RetryDelay %s is negative", o.RetryDelay)
+	case !o.RunAt.IsZero() && (o.RunAt.Before(minRunAt) || !o.RunAt.Before(maxRunAt)):
+		return invalidf("RunAt %s is outside years 1 to 9999", o.RunAt.UTC().Format(time.RFC3339))
+	case len(o.UniqueKey) > 255:
+		return invalidf("UniqueKey is %d bytes long, more than 255", len(o.UniqueKey))
+	case !storableText(o.UniqueKey):
+		return invalidf("UniqueKey is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
+	case len(o.Key) > 255:
+		return invalidf("Key is %d bytes long, more than 255", len(o.Key))
+	case !storableText(o.Key):
+		return invalidf("Key is not valid UTF-8 or contains U+0000, which Postgres text cannot hold")
+	case o.Weight < 0 || o.Weight > MaxLimit:
+		return invalidf("Weight %d is out of range (0 for 1, up to %d)", o.Weight, MaxLimit)
+	case o.RepeatCount < RepeatForever || o.RepeatCount > math.MaxInt32:
+		return invalidf("RepeatCount %d is out of range (RepeatForever, 0, or up to 2^31-1)", o.RepeatCount)
+	case o.RepeatEvery < 0:
+		return invalidf("RepeatEvery %s is negative", o.RepeatEvery)
+	case o.RepeatEvery > 0 && o.RepeatCount == 0:
+		return invalidf("RepeatEvery is set without RepeatCount")
+	case o.RepeatFixedRate && o.RepeatEvery == 0:
+		return invalidf("RepeatFixedRate is set without RepeatEvery")
+	}
+	return nil
 }
 
 // The range of EnqueueOptions.RunAt: Postgres stores far wider, but encoding a time as JSON (the
