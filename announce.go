@@ -3,19 +3,22 @@ package pgqueue
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 )
 
 // announcements are what watchers of the runtime's queues are to hear about jobs: per queue and
-// message kind (msgStarted, msgCompleted, …), the ids. Only jobs claimed while their queue was
-// watched are noted, so nobody pays for them when nobody watches.
+// message kind (msgStarted, msgCompleted, …), the ids. Only jobs of watched queues are noted (the
+// queue was watched when the job was claimed, or a Watch of it has been heard of since), so nobody
+// pays for them when nobody watches.
 type announcements map[string]map[byte][]ulid.ULID
 
-// add notes that a's job is to be announced with kind, if its queue was watched.
+// add notes that a's job is to be announced with kind, if its queue was watched when it was
+// claimed or is known to be watched now.
 func (n *announcements) add(a *attempt, kind byte) {
-	if a.watched {
+	if a.watched || a.q.watchedUntil.Load() > time.Now().UnixNano() {
 		n.addID(a.q.name, kind, a.id)
 	}
 }

@@ -26,6 +26,7 @@ const (
 	msgLimits    = 'l' // the queue's limits were set
 	msgCancelled = 'c' // jobs were cancelled (or deleted while running): running ones must stop
 	msgDeleted   = 'd'
+	msgWatched   = 'w' // a Watch of the queue began or was renewed: announce what is settled
 	msgStarted   = 'S' // the following kinds are sent only while the queue is watched
 	msgCompleted = 'C'
 	msgRetrying  = 'R'

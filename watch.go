@@ -71,7 +71,8 @@ const watchTTL = time.Minute
 // connect; it returns ErrClosed if the client is closed meanwhile, and ctx's error if ctx ends.
 // The first change is a ChangeResync.
 // While a queue is watched, its workers announce the jobs they start and settle (a notification
-// per batch); nobody pays for that when nobody watches.
+// per batch); nobody pays for that when nobody watches. The watch notifies the workers that it
+// began, so they announce the outcomes of jobs claimed before it too.
 //
 // The channel closes when ctx ends or the client is closed. It survives reconnects of the listener, after which it
 // delivers ChangeResync; so it does if the reader falls more than 1024 changes behind.

@@ -336,3 +336,42 @@ func TestWatchNamesEveryJob(t *testing.T) {
 		t.Fatalf("%d jobs seen started of %d", len(started), n)
 	}
 }
+
+// A job claimed before a watch of its queue began is announced when it settles: the workers hear
+// of the watch (a notification) and announce the outcomes of the jobs they hold, not only of those
+// they claimed while the queue was watched.
+func TestWatchHearsJobsClaimedBeforeIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "watched-later")
+	started, release := make(chan struct{}), make(chan struct{})
+	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		if job.Payload == 1 {
+			close(started)
+			<-release
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 1})))
+	job, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receive(t, started, 30*time.Second, "the job to start")
+
+	changes, err := q.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextChange(t, changes, ChangeResync)
+	// The listener hands each notification to every subscriber of the client in the order they
+	// were sent, so once the watch sees this enqueue, the worker has heard of the watch.
+	if _, err := q.Enqueue(t.Context(), 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	nextChange(t, changes, ChangeEnqueued)
+	close(release)
+	// The two jobs may be settled in either order, together or apart.
+	for c := nextChange(t, changes, ChangeCompleted); !hasID(c.JobIDs, job.ID); {
+		c = nextChange(t, changes, ChangeCompleted)
+	}
+}
