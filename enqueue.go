@@ -21,6 +21,8 @@ import (
 const MaxAttemptsDefault = 25
 
 // EnqueueOptions are the options of one enqueue call. A nil *EnqueueOptions means defaults.
+// Durations are stored as Postgres intervals, to the microsecond: finer parts are dropped, and a
+// positive duration below one microsecond is refused.
 type EnqueueOptions struct {
 	// Priority orders runnable jobs within the queue: higher runs first, and jobs of equal
 	// priority run in the order they were enqueued. From -2^31+1 to 2^31-1. Defaults to 0.
@@ -151,12 +153,16 @@ func (o *EnqueueOptions) validate() error {
 		return invalidf("Priority %d is out of range -2^31+1 .. 2^31-1", o.Priority)
 	case o.Delay < 0:
 		return invalidf("Delay %s is negative", o.Delay)
+	case belowMicrosecond(o.Delay):
+		return invalidf("Delay %s is below 1µs, the precision of a Postgres interval", o.Delay)
 	case o.Delay > 0 && !o.RunAt.IsZero():
 		return invalidf("RunAt and Delay are both set; give one")
 	case o.MaxAttempts < 0 || o.MaxAttempts > math.MaxInt32:
 		return invalidf("MaxAttempts %d is out of range (0 for the default, up to 2^31-1)", o.MaxAttempts)
 	case o.RetryDelay < 0:
 		return invalidf("RetryDelay %s is negative", o.RetryDelay)
+	case belowMicrosecond(o.RetryDelay):
+		return invalidf("RetryDelay %s is below 1µs, the precision of a Postgres interval", o.RetryDelay)
 	case !o.RunAt.IsZero() && (o.RunAt.Before(minRunAt) || !o.RunAt.Before(maxRunAt)):
 		return invalidf("RunAt %s is outside years 1 to 9999", o.RunAt.UTC().Format(time.RFC3339))
 	case len(o.UniqueKey) > 255:
@@ -173,12 +179,21 @@ func (o *EnqueueOptions) validate() error {
 		return invalidf("RepeatCount %d is out of range (RepeatForever, 0, or up to 2^31-1)", o.RepeatCount)
 	case o.RepeatEvery < 0:
 		return invalidf("RepeatEvery %s is negative", o.RepeatEvery)
+	case belowMicrosecond(o.RepeatEvery):
+		return invalidf("RepeatEvery %s is below 1µs, the precision of a Postgres interval", o.RepeatEvery)
 	case o.RepeatEvery > 0 && o.RepeatCount == 0:
 		return invalidf("RepeatEvery is set without RepeatCount")
 	case o.RepeatFixedRate && o.RepeatEvery == 0:
 		return invalidf("RepeatFixedRate is set without RepeatEvery")
 	}
 	return nil
+}
+
+// belowMicrosecond reports whether d is positive but would be stored as a zero interval: a
+// RetryDelay that retries at once rather than after the back-off that 0 asks for, a RepeatEvery
+// whose fixed-rate grid has no step.
+func belowMicrosecond(d time.Duration) bool {
+	return d > 0 && d < time.Microsecond
 }
 
 // The range of EnqueueOptions.RunAt: Postgres stores far wider, but encoding a time as JSON (the

@@ -149,6 +149,38 @@ func TestEnqueueInvalid(t *testing.T) {
 	}
 }
 
+// A positive duration below one microsecond would be stored as a zero interval, which means
+// something else: a RetryDelay of 0 retries at once instead of after the back-off, and a
+// fixed-rate RepeatEvery of 0 has no grid to keep. Each is refused, naming the option, before
+// anything is written; one microsecond is stored as it is.
+func TestEnqueueDurationBelowMicrosecond(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[any](t, b.client, "submicro")
+	for name, opts := range map[string]*EnqueueOptions{
+		"Delay":       {Delay: 500 * time.Nanosecond},
+		"RetryDelay":  {RetryDelay: 500 * time.Nanosecond},
+		"RepeatEvery": {RepeatCount: 1, RepeatEvery: 500 * time.Nanosecond, RepeatFixedRate: true},
+	} {
+		checkEnqueueRefused(t, b, q, name, 1, opts, ErrInvalidOption)
+		_, err := q.Enqueue(t.Context(), 1, opts)
+		if err == nil || !strings.HasPrefix(err.Error(), "pgqueue: invalid option: "+name+" 500ns is below 1µs") {
+			t.Errorf("%s of 500ns: Enqueue = %v, want an error naming the option", name, err)
+		}
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs written by refused enqueues", n)
+	}
+	_, err := q.Enqueue(t.Context(), 1, &EnqueueOptions{Delay: time.Microsecond, RetryDelay: time.Microsecond,
+		RepeatCount: 1, RepeatEvery: time.Microsecond, RepeatFixedRate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count("retry_delay = interval '1 microsecond' AND repeat_every = interval '1 microsecond'"); n != 1 {
+		t.Fatalf("%d jobs store 1µs as their retry delay and repeat interval, want 1", n)
+	}
+}
+
 // checkEnqueueRefused checks that Enqueue refuses payload with opts (with an error that wraps
 // want, if want is not nil), and that EnqueueMany and EnqueueTx refuse it too. If Enqueue
 // accepts it, the other two are not tried.

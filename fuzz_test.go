@@ -144,7 +144,8 @@ func FuzzEnqueueOptions(f *testing.F) {
 }
 
 // checkStoredOptions checks that the row of job id, read in tx, holds opts as given: priority,
-// max attempts (or the default), repeat count, unique key and run time (to the microsecond).
+// max attempts (or the default), repeat count, unique key and run time (to the microsecond), and
+// a retry delay and repeat interval if given.
 func checkStoredOptions(t testing.TB, tx pgx.Tx, id ulid.ULID, opts *EnqueueOptions) {
 	t.Helper()
 	ctx := context.Background()
@@ -152,10 +153,24 @@ func checkStoredOptions(t testing.TB, tx pgx.Tx, id ulid.ULID, opts *EnqueueOpti
 	var gotPriority, gotMax, gotRepeat int
 	var gotKey *string
 	var runAt time.Time
-	err := tx.QueryRow(ctx, `SELECT priority, max_attempts, repeat_remaining, unique_key, run_at
-		FROM pgqueue_jobs WHERE id = $1`, [16]byte(id)).Scan(&gotPriority, &gotMax, &gotRepeat, &gotKey, &runAt)
+	var retryUs, everyUs *int64
+	err := tx.QueryRow(ctx, `SELECT priority, max_attempts, repeat_remaining, unique_key, run_at,
+		(extract(epoch FROM retry_delay) * 1000000)::bigint, (extract(epoch FROM repeat_every) * 1000000)::bigint
+		FROM pgqueue_jobs WHERE id = $1`, [16]byte(id)).
+		Scan(&gotPriority, &gotMax, &gotRepeat, &gotKey, &runAt, &retryUs, &everyUs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, d := range []struct {
+		name string
+		give time.Duration
+		got  *int64
+	}{{"retry_delay", opts.RetryDelay, retryUs}, {"repeat_every", opts.RepeatEvery, everyUs}} {
+		// A positive duration is stored positive: a zero interval would mean something else.
+		// (Not to the microsecond: the statements scale by interval '1 microsecond' in float8.)
+		if (d.give == 0) != (d.got == nil) || d.got != nil && *d.got <= 0 {
+			t.Fatalf("stored %s %v µs, want %s", d.name, deref(d.got), d.give)
+		}
 	}
 	wantMax := cmpOr(opts.MaxAttempts, MaxAttemptsDefault)
 	if gotPriority != opts.Priority || gotMax != wantMax || gotRepeat != opts.RepeatCount || deref(gotKey) != key {

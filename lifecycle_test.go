@@ -100,6 +100,42 @@ func TestRepeatFixedRate(t *testing.T) {
 	waitFor(t, 10*time.Second, "the chain to end", func() bool { return b.count("true") == 0 })
 }
 
+// A fixed-rate job stored with a zero repeat_every (as enqueues of a RepeatEvery below 1µs once
+// stored it) repeats as if it had no grid: its completion does not divide by zero, which failed
+// the completer's whole batch, again and again, and held up the settling of every other job.
+func TestRepeatFixedRateZeroInterval(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "zerogrid")
+	zero := b.client.ids.next(1)[0]
+	b.exec(`INSERT INTO pgqueue_jobs (id, queue, payload, repeat_remaining, repeat_every, repeat_from)
+		VALUES ($1, 'zerogrid', '1', 1, interval '0', now())`, [16]byte(zero))
+	other, err := q.Enqueue(t.Context(), 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvents()
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil },
+		&WorkerOptions{OnEvent: ev.on, PollInterval: noPoll}))
+	startWorker(t, w)
+	done := map[ulid.ULID]ulid.ULID{}
+	for len(done) < 3 {
+		c := ev.next(t, EventCompleted)
+		done[c.JobID] = c.RepeatedAs
+	}
+	next, ok := done[zero]
+	if !ok || next == (ulid.ULID{}) {
+		t.Fatalf("completed %v: want the zero-interval job %s, repeated, its repeat and %s", done, zero, other.ID)
+	}
+	if _, ok := done[next]; !ok {
+		t.Fatalf("completed %v: want the repeat %s", done, next)
+	}
+	if _, ok := done[other.ID]; !ok {
+		t.Fatalf("completed %v: want the other job %s", done, other.ID)
+	}
+	waitFor(t, 10*time.Second, "every job to be settled", func() bool { return b.count("true") == 0 })
+}
+
 // EnqueueMany (COPY) and the database/sql path give fixed-rate jobs their due time as the grid's
 // origin, as Enqueue does.
 func TestRepeatFixedRateEnqueueMany(t *testing.T) {

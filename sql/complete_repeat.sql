@@ -4,9 +4,11 @@
 -- followed, in the same statement, by a new job with id $3 at the back of the line, due
 -- repeat_every after now, or, for a job that repeats at a fixed rate (repeat_from set), at the
 -- first time repeat_from + k * repeat_every (k >= 1) after now, which becomes the new job's
--- repeat_from too, with the job's metadata; if a live job with its unique key exists already, that one is the
--- next run and none is added. Returns the id of each settled job and of its repeat (NULL if
--- none). A job missing from the result had lost its lock; its newer attempt stays untouched.
+-- repeat_from too (a repeat_every that is not positive, which no enqueue stores, gives no grid:
+-- due now + repeat_every, never a division by zero), with the job's metadata; if a live job
+-- with its unique key exists already, that one is the next run and none is added. Returns the
+-- id of each settled job and of its repeat (NULL if none). A job missing from the result had
+-- lost its lock; its newer attempt stays untouched.
 -- Counts what it inserts and moves itself (see the count_moves migration). Reads the primary key.
 WITH settled AS (
     DELETE FROM pgqueue_jobs AS j
@@ -35,7 +37,8 @@ WITH settled AS (
            CASE WHEN d.repeat_from IS NOT NULL THEN n.run_at END, d.metadata, d.key, d.weight, true
     FROM done AS d,
          LATERAL (SELECT CASE
-                  WHEN d.repeat_from IS NULL THEN now() + coalesce(d.repeat_every, interval '0')
+                  WHEN d.repeat_from IS NULL OR NOT coalesce(d.repeat_every > interval '0', false)
+                      THEN now() + coalesce(d.repeat_every, interval '0')
                   ELSE d.repeat_from + d.repeat_every *
                        (greatest(floor(extract(epoch FROM now() - d.repeat_from) / extract(epoch FROM d.repeat_every)), 0) + 1)
                   END AS run_at) AS n
