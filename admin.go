@@ -97,7 +97,9 @@ func cancelJob(ctx context.Context, db querier, id ulid.ULID, queue string) erro
 
 // Retry makes a job available to run now: a failed or cancelled job (or a completed one kept by
 // retention) with a fresh set of attempts, its recorded errors kept; a scheduled job ahead of its
-// time, its attempts unchanged. An available job is left as it is. It returns ErrNotFound if the
+// time, its attempts unchanged. A completed run of a repeating job runs once more without
+// repeating, since its next run exists already; a failed or cancelled one, which ended its chain,
+// continues it when it succeeds. An available job is left as it is. It returns ErrNotFound if the
 // queue has no such job, ErrJobRunning if the job is running, and ErrDuplicate if the job has a
 // unique key that a live job of the queue holds now.
 func (q *Queue[T]) Retry(ctx context.Context, id ulid.ULID) error {

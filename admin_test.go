@@ -202,6 +202,90 @@ func TestCancelFinishedJob(t *testing.T) {
 	ev.next(t, EventFailed) // it ran again
 }
 
+// A kept completed run of a repeating job has enqueued its next run already: retried, it runs
+// once more without repeating, and the chain stays one. A failed or cancelled run ended its
+// chain: retried, it continues it, once.
+func TestRetryRepeatingRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	client, err := NewClient(b.pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: KeepForever}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[int](t, client, "chain")
+	var failing atomic.Bool
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error {
+		if failing.Load() {
+			return Permanent(errors.New("no"))
+		}
+		return nil
+	}, nil))
+	repeating := &EnqueueOptions{RepeatCount: 3, RepeatEvery: time.Hour}
+	live := "status IN ('scheduled', 'available', 'running')"
+
+	job, err := q.Enqueue(t.Context(), 1, repeating)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := workOneAs(t, w, job.ID, EventCompleted)
+	if first.RepeatedAs == (ulid.ULID{}) {
+		t.Fatal("the first run did not repeat")
+	}
+	if err := q.Retry(t.Context(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if again := workOneAs(t, w, job.ID, EventCompleted); again.RepeatedAs != (ulid.ULID{}) {
+		t.Fatalf("the retried completed run repeated as %s besides its next run %s", again.RepeatedAs, first.RepeatedAs)
+	}
+	if n := b.count(live); n != 1 || b.count("id = $1 AND status = 'scheduled'", [16]byte(first.RepeatedAs)) != 1 {
+		t.Fatalf("%d live jobs, want the chain's next run %s alone", n, first.RepeatedAs)
+	}
+	if err := q.Delete(t.Context(), first.RepeatedAs, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	failing.Store(true)
+	failed, err := q.Enqueue(t.Context(), 2, repeating)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workOneAs(t, w, failed.ID, EventFailed)
+	cancelled, err := q.Enqueue(t.Context(), 3, &EnqueueOptions{RepeatCount: 3, RepeatEvery: time.Hour, Delay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Cancel(t.Context(), cancelled.ID); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(false)
+	for _, id := range []ulid.ULID{failed.ID, cancelled.ID} {
+		if err := client.RetryJob(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		if r := workOneAs(t, w, id, EventCompleted); r.RepeatedAs == (ulid.ULID{}) ||
+			b.count("id = $1 AND repeat_remaining = 2", [16]byte(r.RepeatedAs)) != 1 {
+			t.Fatalf("retried run %s repeated as %s, want a next run with 2 repeats left", id, r.RepeatedAs)
+		}
+	}
+	if n := b.count(live); n != 2 {
+		t.Fatalf("%d live jobs, want the next run of each of the two chains", n)
+	}
+}
+
+// workOneAs works one job with w and checks that it was job id and ended as kind.
+func workOneAs(t testing.TB, w *Worker[int], id ulid.ULID, kind EventKind) *WorkResult {
+	t.Helper()
+	r, err := w.WorkOne(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r == nil || r.JobID != id || r.Kind != kind {
+		t.Fatalf("WorkOne = %+v, want job %s %s", r, id, kind)
+	}
+	return r
+}
+
 // DeleteWaiting removes every waiting job in one statement while a worker runs, and leaves the
 // running ones alone.
 func TestDeleteWaiting(t *testing.T) {

@@ -110,10 +110,10 @@ func (c *Client) CountJobs(ctx context.Context, f JobFilter) (int, error) {
 }
 
 // RetryJobs retries every job the filter keeps, as RetryJob does one: a failed, cancelled or
-// kept completed job gets a fresh set of attempts and runs now, a scheduled one runs ahead of its
-// time; running and available jobs are left alone, and so is a job whose unique key a live job
-// holds (only the first of several finished jobs sharing a key is retried). It returns how many
-// jobs it retried.
+// kept completed job gets a fresh set of attempts and runs now (a completed run of a repeating
+// job without repeating), a scheduled one runs ahead of its time; running and available jobs are
+// left alone, and so is a job whose unique key a live job holds (only the first of several
+// finished jobs sharing a key is retried). It returns how many jobs it retried.
 //
 // It works in batches of opts.BatchSize jobs in id order, each its own transaction, and blocks
 // until every batch has committed or one fails (those committed stay committed; run it again to

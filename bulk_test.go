@@ -110,6 +110,40 @@ func TestRetryJobsUniqueKeys(t *testing.T) {
 	}
 }
 
+// A bulk retry of kept completed runs of repeating jobs runs each once more without repeating:
+// their next runs were enqueued when they completed, and no chain is doubled.
+func TestRetryJobsCompletedRepeatingRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	client, err := NewClient(b.pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: KeepForever}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[int](t, client, "bulk-chains")
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, nil))
+	enqueueInts(t, q, 3, &EnqueueOptions{RepeatCount: RepeatForever, RepeatEvery: time.Hour})
+	if rs, err := w.WorkUntilEmpty(t.Context()); err != nil || len(rs) != 3 {
+		t.Fatalf("WorkUntilEmpty = %d results, %v; want the 3 first runs", len(rs), err)
+	}
+	n, err := client.RetryJobs(t.Context(), JobFilter{Queues: []string{"bulk-chains"}, Statuses: []Status{StatusCompleted}}, nil)
+	if err != nil || n != 3 {
+		t.Fatalf("RetryJobs = %d, %v; want 3", n, err)
+	}
+	rs, err := w.WorkUntilEmpty(t.Context())
+	if err != nil || len(rs) != 3 {
+		t.Fatalf("WorkUntilEmpty = %d results, %v; want the 3 retried runs", len(rs), err)
+	}
+	for _, r := range rs {
+		if r.Kind != EventCompleted || r.RepeatedAs != (ulid.ULID{}) {
+			t.Errorf("retried run %s ended %s, repeated as %s; want completed without a repeat", r.JobID, r.Kind, r.RepeatedAs)
+		}
+	}
+	if n := b.count("status = 'scheduled'"); n != 3 {
+		t.Fatalf("%d scheduled next runs, want 3: one per chain", n)
+	}
+}
+
 // CancelJobs cancels waiting and running jobs of its filter, and the workers running them stop;
 // DeleteJobs deletes finished and running ones alike.
 func TestCancelAndDeleteJobs(t *testing.T) {

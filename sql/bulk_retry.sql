@@ -1,10 +1,11 @@
 -- bulk_retry: one batch of a bulk retry. Of the jobs the filter keeps ($1–$6, see
 -- job_filter.sql) with ids above $7, it locks up to $8 in id order that retry.sql would change
--- (scheduled and finished ones) and makes them available now, as retry.sql does. A job whose
--- unique key a live job holds, or an earlier job of the batch takes, is left as it is. Wakes the
--- queues' workers. Returns the greatest id it looked at (NULL when none: the bulk is done) and
--- how many jobs it retried. Reads the primary key from $7 on. Counts the moves itself
--- (pgqueue_count_moves; see the count_moves migration).
+-- (scheduled and finished ones) and makes them available now, as retry.sql does (a completed
+-- run of a repeating job without its repeats). A job whose unique key a live job holds, or an
+-- earlier job of the batch takes, is left as it is. Wakes the queues' workers. Returns the
+-- greatest id it looked at (NULL when none: the bulk is done) and how many jobs it retried.
+-- Reads the primary key from $7 on. Counts the moves itself (pgqueue_count_moves; see the
+-- count_moves migration).
 WITH target AS (
     SELECT id, queue, status, unique_key FROM pgqueue_jobs
     WHERE /*filter*/
@@ -22,7 +23,8 @@ WITH target AS (
 ), retried AS (
     UPDATE pgqueue_jobs AS j
     SET counted = NOT j.counted, status = 'available', run_at = now(), finished_at = NULL,
-        attempt = CASE WHEN free.status = 'scheduled' THEN j.attempt ELSE 0 END
+        attempt = CASE WHEN free.status = 'scheduled' THEN j.attempt ELSE 0 END,
+        repeat_remaining = CASE WHEN free.status = 'completed' THEN 0 ELSE j.repeat_remaining END
     FROM free
     WHERE j.id = free.id
     RETURNING j.queue, free.status AS from_status

@@ -1,14 +1,18 @@
 -- retry: makes job $1 available now; $2 names its queue, or is NULL for a job of any queue. A
 -- failed, cancelled or kept completed job gets a fresh set of attempts (its errors stay), a
--- scheduled one runs ahead of its time. Running and available jobs are left alone. Wakes the
--- queue's workers (in a transaction: once it commits). Returns the status the job had and its
--- queue; no row if there is no such job. Reads the primary key.
+-- scheduled one runs ahead of its time. A completed run of a repeating job has enqueued its next
+-- run already, so it runs once more without repeats (repeat_remaining 0): the chain is never
+-- doubled; a failed or cancelled one had ended its chain, which it continues if it succeeds.
+-- Running and available jobs are left alone. Wakes the queue's workers (in a transaction: once
+-- it commits). Returns the status the job had and its queue; no row if there is no such job.
+-- Reads the primary key.
 WITH target AS (
     SELECT id, queue, status FROM pgqueue_jobs WHERE id = $1 AND ($2::text IS NULL OR queue = $2) FOR UPDATE
 ), retried AS (
     UPDATE pgqueue_jobs AS j
     SET status = 'available', run_at = now(), finished_at = NULL,
-        attempt = CASE WHEN target.status = 'scheduled' THEN j.attempt ELSE 0 END
+        attempt = CASE WHEN target.status = 'scheduled' THEN j.attempt ELSE 0 END,
+        repeat_remaining = CASE WHEN target.status = 'completed' THEN 0 ELSE j.repeat_remaining END
     FROM target
     WHERE j.id = target.id AND target.status IN ('scheduled', 'completed', 'failed', 'cancelled')
     RETURNING j.queue
