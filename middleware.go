@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -138,9 +139,12 @@ func Logger(ctx context.Context) *slog.Logger {
 // anything is sent. next runs the rest of the chain and then the insert, and returns the
 // insert's error; a middleware may add to e.Metadata, wrap next in a span, or refuse the enqueue
 // by returning an error of its own without calling next, which the enqueue returns as it is.
-// next must be called at most once, before the middleware returns. The metadata is checked
-// after the chain, against the limits of EnqueueOptions.Metadata. A repeat of a job is no new
-// enqueue: it keeps the job's metadata without running the chain.
+// next must be called at most once, before the middleware returns. The enqueue succeeds only if
+// the insert did: a middleware that returns nil without calling next makes it fail with an error
+// saying that nothing was enqueued, and one that returns nil after next failed makes it return
+// next's error. The metadata is checked after the chain, against the limits of
+// EnqueueOptions.Metadata. A repeat of a job is no new enqueue: it keeps the job's metadata
+// without running the chain.
 type EnqueueMiddleware func(ctx context.Context, e *EnqueueInfo, next func(context.Context) error) error
 
 // EnqueueInfo describes one enqueue call to an EnqueueMiddleware.
@@ -159,22 +163,34 @@ type EnqueueInfo struct {
 	InTx bool
 }
 
+// errNotEnqueued is the outcome of an enqueue whose middleware returned nil without calling next.
+var errNotEnqueued = errors.New("an enqueue middleware returned nil without calling next: nothing was enqueued")
+
 // enqueueThrough runs insert through the client's enqueue middleware, giving it e's metadata,
-// checked and encoded (nil when empty).
+// checked and encoded (nil when empty). It returns nil only if the insert ran and succeeded:
+// otherwise the chain's error, or, when the chain returned nil, the insert's, or an error saying
+// that the insert never ran.
 func (c *Client) enqueueThrough(ctx context.Context, e *EnqueueInfo, insert func(ctx context.Context, metadata []byte) error) error {
 	mws := c.cfg.EnqueueMiddleware
+	outcome := wrapf(errNotEnqueued, "enqueue to %s", e.Queue) // until an insert succeeds
 	var next func(i int) func(context.Context) error
 	next = func(i int) func(context.Context) error {
 		if i == len(mws) {
 			return func(ctx context.Context) error {
 				doc, err := encodeMetadata(e.Metadata)
-				if err != nil {
-					return err
+				if err == nil {
+					err = insert(ctx, doc)
 				}
-				return insert(ctx, doc)
+				if outcome != nil {
+					outcome = err
+				}
+				return err
 			}
 		}
 		return func(ctx context.Context) error { return mws[i](ctx, e, next(i+1)) }
 	}
-	return next(0)(ctx)
+	if err := next(0)(ctx); err != nil {
+		return err
+	}
+	return outcome
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // recorder records what middleware and handlers saw, from any goroutine.
@@ -290,5 +292,76 @@ func TestLoggerOutsideHandler(t *testing.T) {
 	t.Parallel()
 	if Logger(t.Context()) != slog.Default() {
 		t.Error("Logger outside a handler is not slog.Default()")
+	}
+}
+
+// An enqueue middleware that returns nil without calling next, or after next failed, does not
+// make the enqueue succeed: every enqueue call returns an error (that nothing was enqueued, or
+// the insert's) instead of a job or ids that do not exist, and nothing is written.
+func TestEnqueueMiddlewareWithoutInsert(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	client, err := NewClient(b.pool, &Config{Logger: testLogger(t),
+		EnqueueMiddleware: []EnqueueMiddleware{func(ctx context.Context, e *EnqueueInfo, next func(context.Context) error) error {
+			switch e.Metadata["mode"] {
+			case "skip":
+				return nil
+			case "swallow":
+				e.Metadata[""] = "a key metadata cannot have: the insert fails"
+				_ = next(ctx)
+				return nil
+			}
+			return next(ctx)
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[int](t, client, "skipped")
+	db := b.sqlDB()
+	calls := map[string]func(*EnqueueOptions) error{
+		"Enqueue":     func(o *EnqueueOptions) error { return errOf(q.Enqueue(ctx, 1, o)) },
+		"EnqueueMany": func(o *EnqueueOptions) error { return errOf(q.EnqueueMany(ctx, []int{1, 2}, o)) },
+		"EnqueueTx": func(o *EnqueueOptions) (err error) {
+			b.inTx(true, func(tx pgx.Tx) error { err = errOf(q.EnqueueTx(ctx, tx, 1, o)); return nil })
+			return err
+		},
+		"EnqueueManyTx": func(o *EnqueueOptions) (err error) {
+			b.inTx(true, func(tx pgx.Tx) error { err = errOf(q.EnqueueManyTx(ctx, tx, []int{1, 2}, o)); return nil })
+			return err
+		},
+		"EnqueueSQLTx": func(o *EnqueueOptions) error {
+			tx := beginSQL(t, db)
+			defer func() { _ = tx.Commit() }()
+			return errOf(q.EnqueueSQLTx(ctx, tx, 1, o))
+		},
+		"EnqueueManySQLTx": func(o *EnqueueOptions) error {
+			tx := beginSQL(t, db)
+			defer func() { _ = tx.Commit() }()
+			return errOf(q.EnqueueManySQLTx(ctx, tx, []int{1, 2}, o))
+		},
+	}
+	for name, call := range calls {
+		err := call(&EnqueueOptions{Metadata: map[string]string{"mode": "skip"}})
+		if !errors.Is(err, errNotEnqueued) || err.Error() !=
+			"pgqueue: enqueue to skipped: an enqueue middleware returned nil without calling next: nothing was enqueued" {
+			t.Errorf("%s through a middleware that skips next: %v, want that nothing was enqueued", name, err)
+		}
+		err = call(&EnqueueOptions{Metadata: map[string]string{"mode": "swallow"}})
+		if !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s through a middleware that swallows the insert's error: %v, want that error", name, err)
+		}
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs written by enqueues that reported errors", n)
+	}
+	for name, call := range calls {
+		if err := call(nil); err != nil {
+			t.Errorf("%s through the middleware calling next: %v", name, err)
+		}
+	}
+	if n := b.count("true"); n != 9 {
+		t.Fatalf("%d jobs written, want 9", n)
 	}
 }
