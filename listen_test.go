@@ -237,3 +237,45 @@ func TestListenerResyncsOnlyAfterReconnect(t *testing.T) {
 		}
 	}
 }
+
+// An enqueue in flight when its client is closed, which skipped its own notification because
+// another enqueue to the queue had just notified, still announces its job when it commits: Close
+// did not wait for it, and no trailing notification may be armed after Close.
+func TestEnqueueInFlightAtCloseNotifies(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	msgs := make(chan message, 10)
+	sub := b.client.listener.subscribe("late", func(m message) { msgs <- m })
+	defer sub.close()
+	if m := receive(t, msgs, 30*time.Second, "the listener to connect"); m.kind != msgListening {
+		t.Fatalf("first message %q, want the listener's", m.kind)
+	}
+	// The middleware runs after the enqueue passed the closed check and before its insert: it
+	// closes the client there, and makes the queue's window look freshly notified, so that the
+	// insert skips its own notification.
+	var closing *Client
+	closing, err := NewClient(b.pool, &Config{Logger: testLogger(t), EnqueueMiddleware: []EnqueueMiddleware{
+		func(ctx context.Context, e *EnqueueInfo, next func(context.Context) error) error {
+			if err := closing.Close(); err != nil {
+				return err
+			}
+			n := closing.notifier
+			n.mu.Lock()
+			n.last[e.Queue] = time.Now().Add(time.Hour)
+			n.mu.Unlock()
+			return next(ctx)
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = closing.Close() })
+	if _, err := newQueue[int](t, closing, "late").Enqueue(t.Context(), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, msgs, 10*time.Second, "the wake-up of the job enqueued across Close"); m.kind != msgAvailable {
+		t.Fatalf("got message %q, want the wake-up", m.kind)
+	}
+	if n := b.count("queue = 'late' AND status = 'available'"); n != 1 {
+		t.Fatalf("%d jobs, want the one enqueued", n)
+	}
+}

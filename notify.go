@@ -17,6 +17,8 @@ const notifyWindow = 2 * time.Millisecond
 // it and, once committed, arm one trailing notification sent when the window closes. A job is
 // therefore always announced by a notification delivered after it committed: a rolled-back
 // enqueue that carried the window's notification cannot strand the jobs that skipped theirs.
+// Once the client is closed, an enqueue still in flight that skipped its notification sends it
+// itself when it commits.
 //
 // Only enqueues that commit themselves are coalesced: EnqueueTx cannot know when, or whether,
 // the caller's transaction commits, so it always notifies.
@@ -47,31 +49,41 @@ func (n *notifier) inline(queue string) bool {
 	return true
 }
 
-// committed arms the trailing notification msg for a committed enqueue that skipped its own.
+// committed arms the trailing notification msg for a committed enqueue that skipped its own. An
+// armed msg not yet sent announces the enqueue too. Once the notifier is closed, msg is sent at
+// once instead: the enqueue started before Close, which did not wait for it.
 func (n *notifier) committed(queue, msg string) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed || n.pending[msg] {
-		return
+	armed, closed := n.pending[msg], n.closed
+	if !armed && !closed {
+		n.pending[msg] = true
+		n.timers.Add(1)
+		time.AfterFunc(max(0, notifyWindow-time.Since(n.last[queue])), func() {
+			defer n.timers.Done()
+			n.mu.Lock()
+			delete(n.pending, msg)
+			n.last[queue] = time.Now()
+			n.mu.Unlock()
+			n.deliver(msg)
+		})
 	}
-	n.pending[msg] = true
-	n.timers.Add(1)
-	time.AfterFunc(max(0, notifyWindow-time.Since(n.last[queue])), func() {
-		defer n.timers.Done()
-		n.mu.Lock()
-		delete(n.pending, msg)
-		n.last[queue] = time.Now()
-		n.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := n.send(ctx, msg); err != nil {
-			// Workers find the jobs at their next poll.
-			n.log(err)
-		}
-	})
+	n.mu.Unlock()
+	if !armed && closed {
+		n.deliver(msg)
+	}
 }
 
-// close waits for armed notifications to be sent and stops arming new ones.
+// deliver sends msg, and logs an error: workers then find the jobs at their next poll.
+func (n *notifier) deliver(msg string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.send(ctx, msg); err != nil {
+		n.log(err)
+	}
+}
+
+// close waits for armed notifications to be sent and stops arming new ones: a later committed
+// sends its own.
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true

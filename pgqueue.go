@@ -237,10 +237,11 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	return client, nil
 }
 
-// Close ends the client's watches, sends any wake-up notification still pending, stops the
-// client's listener and makes later calls fail with ErrClosed. It does not
-// close the pool, which belongs to the caller. Stop the client's workers (cancel their Run
-// contexts) before calling Close; a worker still running falls back to polling.
+// Close ends the client's watches, sends any wake-up notification still pending (an enqueue
+// still in flight sends its own when it commits), stops the client's listener and makes later
+// calls fail with ErrClosed. It does not close the pool, which belongs to the caller. Stop the
+// client's workers (cancel their Run contexts) before calling Close; a worker still running
+// falls back to polling.
 func (c *Client) Close() error {
 	c.watchMu.Lock()
 	if c.closed.Swap(true) {
