@@ -21,8 +21,9 @@ import (
 const MaxAttemptsDefault = 25
 
 // EnqueueOptions are the options of one enqueue call. A nil *EnqueueOptions means defaults.
-// Durations are stored as Postgres intervals, to the microsecond: finer parts are dropped, and a
-// positive duration below one microsecond is refused.
+// Durations are stored as Postgres intervals, to the microsecond: finer parts are dropped. A
+// RetryDelay or RepeatEvery below one microsecond is refused, for it would be stored as 0, which
+// means something else; a shorter Delay is no delay.
 type EnqueueOptions struct {
 	// Priority orders runnable jobs within the queue: higher runs first, and jobs of equal
 	// priority run in the order they were enqueued. From -2^31+1 to 2^31-1. Defaults to 0.
@@ -153,8 +154,6 @@ func (o *EnqueueOptions) validate() error {
 		return invalidf("Priority %d is out of range -2^31+1 .. 2^31-1", o.Priority)
 	case o.Delay < 0:
 		return invalidf("Delay %s is negative", o.Delay)
-	case belowMicrosecond(o.Delay):
-		return invalidf("Delay %s is below 1µs, the precision of a Postgres interval", o.Delay)
 	case o.Delay > 0 && !o.RunAt.IsZero():
 		return invalidf("RunAt and Delay are both set; give one")
 	case o.MaxAttempts < 0 || o.MaxAttempts > math.MaxInt32:

@@ -149,16 +149,15 @@ func TestEnqueueInvalid(t *testing.T) {
 	}
 }
 
-// A positive duration below one microsecond would be stored as a zero interval, which means
-// something else: a RetryDelay of 0 retries at once instead of after the back-off, and a
+// A RetryDelay or RepeatEvery below one microsecond would be stored as a zero interval, which
+// means something else: a RetryDelay of 0 retries at once instead of after the back-off, and a
 // fixed-rate RepeatEvery of 0 has no grid to keep. Each is refused, naming the option, before
-// anything is written; one microsecond is stored as it is.
+// anything is written; one microsecond is stored as it is, and a shorter Delay is no delay.
 func TestEnqueueDurationBelowMicrosecond(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	q := newQueue[any](t, b.client, "submicro")
 	for name, opts := range map[string]*EnqueueOptions{
-		"Delay":       {Delay: 500 * time.Nanosecond},
 		"RetryDelay":  {RetryDelay: 500 * time.Nanosecond},
 		"RepeatEvery": {RepeatCount: 1, RepeatEvery: 500 * time.Nanosecond, RepeatFixedRate: true},
 	} {
@@ -178,6 +177,12 @@ func TestEnqueueDurationBelowMicrosecond(t *testing.T) {
 	}
 	if n := b.count("retry_delay = interval '1 microsecond' AND repeat_every = interval '1 microsecond'"); n != 1 {
 		t.Fatalf("%d jobs store 1µs as their retry delay and repeat interval, want 1", n)
+	}
+	if _, err := q.Enqueue(t.Context(), 2, &EnqueueOptions{Delay: 500 * time.Nanosecond}); err != nil {
+		t.Fatalf("Delay of 500ns: %v", err)
+	}
+	if n := b.count("payload = '2' AND status = 'available'"); n != 1 {
+		t.Fatalf("%d available jobs enqueued with a Delay of 500ns, want 1", n)
 	}
 }
 
