@@ -96,7 +96,7 @@ func TestCappedQueueWakesOnlyHeldClaims(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "a claim held back by MaxRunning", func() bool {
 		var held bool
-		return b.pool.QueryRow(ctx, "SELECT claims_held FROM pgqueue_queues WHERE name = 'capped-1'").Scan(&held) == nil && held
+		return b.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pgqueue_claims_held WHERE queue = 'capped-1')").Scan(&held) == nil && held
 	})
 	close(release)
 	if err := receive(t, held, 10*time.Second, "the other client's job to end"); err != nil {
@@ -292,5 +292,62 @@ func TestSharedClaimFallsBackToExclusive(t *testing.T) {
 	waitFor(t, 10*time.Second, "every job done", func() bool { return b.count("true") == 0 })
 	if c.max > maxRunning {
 		t.Fatalf("%d handlers ran at once, more than MaxRunning %d", c.max, maxRunning)
+	}
+}
+
+// An application's transaction that holds a capped queue's row (an open SetLimitsTx) stalls
+// neither the settles of the queue's jobs nor the claims of the other queues of the same runtime:
+// the mark of a held claim lives apart from the queue's row, and its functions wait for no row
+// lock an application can hold.
+func TestHeldClaimIgnoresLockedQueueRow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	capped := limitedQueue(t, b, "capped-row", Limits{MaxRunning: 1}, 0)
+	free := newQueue[int](t, b.client, "free-row")
+	release := make(chan struct{})
+	cappedDone, freeDone := make(chan int, 2), make(chan int, 1)
+	cw := must(capped.NewWorker(func(_ context.Context, job *Job[int]) error {
+		if job.Payload == 1 {
+			<-release
+		}
+		cappedDone <- job.Payload
+		return nil
+	}, &WorkerOptions{Concurrency: 2, PollInterval: time.Hour}))
+	fw := must(free.NewWorker(func(_ context.Context, job *Job[int]) error {
+		freeDone <- job.Payload
+		return nil
+	}, &WorkerOptions{PollInterval: time.Hour}))
+	runWorkers(t, b.client, cw, fw)
+	if _, err := capped.EnqueueMany(ctx, []int{1, 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a claim held back by MaxRunning", func() bool {
+		var held bool
+		return b.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pgqueue_claims_held WHERE queue = 'capped-row')").Scan(&held) == nil && held
+	})
+
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if err := capped.SetLimitsTx(ctx, tx, Limits{MaxRunning: 1}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if p := receive(t, cappedDone, 10*time.Second, "the first capped job to return"); p != 1 {
+		t.Fatalf("capped job %d returned first, want 1", p)
+	}
+	if p := receive(t, cappedDone, 10*time.Second, "the held claim to be woken and its job run while the queue's row is locked"); p != 2 {
+		t.Fatalf("ran capped job %d, want 2", p)
+	}
+	if _, err := free.Enqueue(ctx, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, freeDone, 10*time.Second, "the other queue's job to run while the capped queue's row is locked")
+	waitFor(t, 10*time.Second, "every job settled", func() bool { return b.count("true") == 0 })
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -157,7 +157,8 @@ func TestHostileSchemaName(t *testing.T) {
 //
 //	GRANT USAGE ON SCHEMA <schema> TO <role>;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues, <schema>.pgqueue_schedules,
-//	    <schema>.pgqueue_counts, <schema>.pgqueue_count_deltas, <schema>.pgqueue_starts TO <role>;
+//	    <schema>.pgqueue_counts, <schema>.pgqueue_count_deltas, <schema>.pgqueue_starts,
+//	    <schema>.pgqueue_claims_held TO <role>;
 //	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel(), <schema>.pgqueue_schema_version(),
 //	    <schema>.pgqueue_count_moves(text[], text[], text[]), <schema>.pgqueue_capped_take(text, integer),
 //	    <schema>.pgqueue_wake_held(text[]) TO <role>;
@@ -166,7 +167,7 @@ func TestHostileSchemaName(t *testing.T) {
 // last line is needed only where that grant has been revoked.
 const leastPrivilegeGrants = `GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
 GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues, %[1]s.pgqueue_schedules,
-    %[1]s.pgqueue_counts, %[1]s.pgqueue_count_deltas, %[1]s.pgqueue_starts TO %[2]s;
+    %[1]s.pgqueue_counts, %[1]s.pgqueue_count_deltas, %[1]s.pgqueue_starts, %[1]s.pgqueue_claims_held TO %[2]s;
 GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %[1]s.pgqueue_schema_version(),
     %[1]s.pgqueue_count_moves(text[], text[], text[]), %[1]s.pgqueue_capped_take(text, integer),
     %[1]s.pgqueue_wake_held(text[]) TO %[2]s`
