@@ -68,8 +68,8 @@ func TestHostileSchemaName(t *testing.T) {
 	migrate(t, pool) // a second run finds its version table in the same schema
 	var tables int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'pgqueue%'`,
-		schema).Scan(&tables); err != nil || tables != 7 {
-		t.Fatalf("%d pgqueue tables in the schema (%v), want 7", tables, err)
+		schema).Scan(&tables); err != nil || tables != 8 {
+		t.Fatalf("%d pgqueue tables in the schema (%v), want 8", tables, err)
 	}
 
 	client, err := NewClient(pool, &Config{Logger: testLogger(t)})
