@@ -89,3 +89,24 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("QueueRetention with an invalid name = %v", err)
 	}
 }
+
+// A prune that finds nothing past retention reads next to nothing, however many finished jobs
+// its queue keeps: each status is a range of the finished-jobs index, not one scan of the queue's
+// part of it filtered by an OR of the three (which read every kept job, once per poll).
+func TestPrunePlanReadsOnlyWhatIsPast(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, finished_at)
+		SELECT gen_random_uuid(), 'kept', 'failed', '0', now() - interval '1 hour' FROM generate_series(1, 50000)`)
+	b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload)
+		SELECT gen_random_uuid(), 'kept', 'available', '0' FROM generate_series(1, 100000)`)
+	b.exec("ANALYZE pgqueue_jobs")
+	week := (7 * 24 * time.Hour).Microseconds()
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		plan, buffers := explainBuffers(t, b, mode, pruneSQL, []string{"kept"}, []*int64{nil}, []int64{week}, []int64{week}, pruneBatch)
+		t.Logf("%s: a prune of a queue keeping 50,000 failed jobs touched %d buffers", mode, buffers)
+		if buffers > 100 {
+			t.Fatalf("%s: a prune with nothing past retention touched %d buffers:\n%s", mode, buffers, plan)
+		}
+	}
+}

@@ -11,15 +11,27 @@ import (
 // transaction and returns the plan's text and the shared buffers it touched.
 func planBuffers(t *testing.T, b *bundle, queue string, limit int) (string, int) {
 	t.Helper()
+	return explainBuffers(t, b, "", claimSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain")
+}
+
+// explainBuffers runs EXPLAIN (ANALYZE, BUFFERS) of sql with args in a rolled-back transaction,
+// after setting plan_cache_mode to mode unless it is empty, and returns the plan's text and the
+// shared buffers it touched.
+func explainBuffers(t *testing.T, b *bundle, mode, sql string, args ...any) (string, int) {
+	t.Helper()
 	ctx := t.Context()
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
+	if mode != "" {
+		if _, err := tx.Exec(ctx, "SELECT set_config('plan_cache_mode', $1, true)", mode); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var plan []byte
-	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+claimSQL,
-		[]string{queue}, []int32{int32(limit)}, []int64{30000}, "explain").Scan(&plan); err != nil {
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	var parsed []struct {
