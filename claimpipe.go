@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -99,7 +100,10 @@ func (p *claimPipe) send(ctx context.Context, round *claimRound) error {
 		if p.rt.c.cfg.TransactionPooler {
 			p.pipe.SendQueryParams(s.sql, b.ParamValues, sd.ParamOIDs, b.ParamFormats, b.ResultFormats)
 		} else {
-			p.pipe.SendQueryStatement(sd, b.ParamValues, b.ParamFormats, b.ResultFormats)
+			// By name, with the server describing each result, rather than SendQueryStatement,
+			// whose queue of statement descriptions falls out of step with the results when a
+			// statement fails and the rest of its round is skipped (see skipFailed).
+			p.pipe.SendQueryPrepared(sd.Name, b.ParamValues, b.ParamFormats, b.ResultFormats)
 		}
 	}
 	round.sent = time.Now()
@@ -139,6 +143,36 @@ func (p *claimPipe) read() (*claimRound, []*jobRow, *limitedResult, error) {
 		err = fmt.Errorf("unexpected pipeline result %T", res)
 	}
 	return round, all, &lim, err
+}
+
+// skipFailed is for a round whose read failed with err. If a statement of it failed on the
+// server (a statement_timeout or lock_timeout, a cancel, a deadlock) and the connection is still
+// good, the round's transaction rolled back and the server skipped the rest of it, but the rounds
+// sent behind it ran as usual and claimed their jobs, which closing the connection would leave
+// running with no attempt to run them until their leases ran out. Then skipFailed reads what is
+// left of the failed round, up to its Sync, and reports true: the rounds behind it are read as
+// usual. Otherwise it reports false, and the caller discards the pipe.
+func (p *claimPipe) skipFailed(err error) bool {
+	var pgErr *pgconn.PgError
+	if p.conn == nil || !errors.As(err, &pgErr) || p.conn.Conn().PgConn().IsClosed() {
+		return false
+	}
+	for {
+		res, err := p.pipe.GetResults()
+		switch r := res.(type) {
+		case *pgconn.PipelineSync:
+			return true
+		case *pgconn.ResultReader:
+			_, err = r.Close()
+		case nil:
+			if err == nil {
+				return false // nothing left in flight: the Sync was lost with the connection
+			}
+		}
+		if err != nil && !errors.As(err, &pgErr) {
+			return false
+		}
+	}
 }
 
 // discard closes the connection after a failure and returns the rounds that were in flight:

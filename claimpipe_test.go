@@ -140,3 +140,57 @@ func TestClaimPipeRoundTimeout(t *testing.T) {
 	}
 	p.discard()
 }
+
+// A round whose statement fails on the server (here cancelled while it waits for a lock) rolls
+// back alone: the round sent behind it runs and claims its jobs, and the pipe reads them instead
+// of closing the connection on them, which left them running with nobody to run them. The queue
+// has a rate, so the failed statement has another behind it in its round, which the server
+// skips: the results of the next round still line up with its statements.
+func TestClaimPipeFailedRoundKeepsTheNext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p, ids := newPipe(t, b, 30)
+	q := p.rt.queues[0]
+	if err := newQueue[int](t, b.client, q.name).SetLimits(t.Context(), Limits{Rate: Rate{Starts: 1000, Per: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	q.way.Store(uint32(claimLimited))
+	q.rated.Store(true)
+	sendRound(t, p, 1) // opens the connection and prepares the statements
+	readRound(t, p)
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE pgqueue_jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	sendRound(t, p, 10)
+	sendRound(t, p, 10)
+	pid := p.conn.Conn().PgConn().PID()
+	waitFor(t, 10*time.Second, "the first round to wait for the lock", func() bool {
+		var waiting bool
+		err := b.pool.QueryRow(t.Context(), "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting)
+		return err == nil && waiting
+	})
+	if _, err := b.pool.Exec(t.Context(), "SELECT pg_cancel_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = p.read()
+	if err == nil {
+		t.Fatal("a cancelled round was read without an error")
+	}
+	if !p.skipFailed(err) {
+		t.Fatalf("the pipe could not skip a round that failed on the server (%v)", err)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRound(t, p); !slices.Equal(got, ids[1:11]) {
+		t.Fatalf("the round behind the failed one claimed %v, want %v", got, ids[1:11])
+	}
+	if n := b.count("status = 'running'"); n != 11 {
+		t.Fatalf("%d jobs running, want the 11 the pipe read", n)
+	}
+}

@@ -1,6 +1,7 @@
 package pgqueue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -26,8 +27,13 @@ func (rt *runtime) fetchLoop(ctx context.Context) {
 	p := &claimPipe{rt: rt}
 	defer p.release()
 	failures := 0
+	// failed are rounds whose statement failed on the server while the rounds behind them were
+	// in flight, and failedErr the first such failure: reported (and waited out) once those are
+	// read, with no round sent meanwhile.
+	var failed []*claimRound
+	var failedErr error
 	for {
-		if ctx.Err() == nil && !p.full() {
+		if ctx.Err() == nil && !p.full() && len(failed) == 0 {
 			if len(p.rounds) == 0 && rt.fewSlotsFree() {
 				// Handlers are returning: give the others a moment to, and claim one batch for all.
 				sleepCtx(ctx, gatherFor)
@@ -40,6 +46,11 @@ func (rt *runtime) fetchLoop(ctx context.Context) {
 				}
 				continue
 			}
+		}
+		if len(p.rounds) == 0 && len(failed) > 0 {
+			rt.claimFailed(ctx, failed, failedErr, failures)
+			failed, failedErr = nil, nil
+			continue
 		}
 		if len(p.rounds) == 0 {
 			p.release()
@@ -56,10 +67,18 @@ func (rt *runtime) fetchLoop(ctx context.Context) {
 		round, all, lim, err := p.read()
 		if err != nil {
 			failures++
-			rt.claimFailed(ctx, append([]*claimRound{round}, p.discard()...), err, failures)
+			if p.skipFailed(err) {
+				// Read the rounds behind it first: they ran, and claimed their jobs.
+				failed, failedErr = append(failed, round), cmp.Or(failedErr, err)
+				continue
+			}
+			rt.claimFailed(ctx, append(append(failed, round), p.discard()...), cmp.Or(failedErr, err), failures)
+			failed, failedErr = nil, nil
 			continue
 		}
-		failures = 0
+		if len(failed) == 0 {
+			failures = 0
+		}
 		rt.unreserve(round)
 		rt.claimRTT = movingAverage(rt.claimRTT, time.Since(round.sent))
 		rt.took(ctx, round, all, lim)
