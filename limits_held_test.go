@@ -351,3 +351,79 @@ func TestHeldClaimIgnoresLockedQueueRow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A running job of a limited queue cancelled by an operator frees its place at once: a claim
+// held back by the limit (MaxRunning, or the key's KeyMaxRunning) is woken by the cancel, not
+// by the poll an hour later. No settle of the cancelled job says so.
+func TestCancelWakesHeldClaim(t *testing.T) {
+	t.Parallel()
+	for name, limits := range map[string]Limits{"max-running": {MaxRunning: 1}, "key-max-running": {KeyMaxRunning: 1}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := t.Context()
+			q := limitedQueue(t, b, "cancel-"+name, limits, 0)
+			started := make(chan int, 2)
+			startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+				started <- job.Payload
+				if job.Payload == 1 {
+					<-ctx.Done()
+				}
+				return nil
+			}, &WorkerOptions{Concurrency: 2, PollInterval: time.Hour})))
+			ids, err := q.EnqueueMany(ctx, []int{1, 2}, &EnqueueOptions{Key: "tenant"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := receive(t, started, 10*time.Second, "the first job to start"); p != 1 {
+				t.Fatalf("job %d started first, want 1", p)
+			}
+			select {
+			case p := <-started:
+				t.Fatalf("job %d started beside the first, past the limit", p)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if err := q.Cancel(ctx, ids[0]); err != nil {
+				t.Fatal(err)
+			}
+			if p := receive(t, started, 10*time.Second, "the held job to start once the first was cancelled"); p != 2 {
+				t.Fatalf("job %d started, want 2", p)
+			}
+		})
+	}
+}
+
+// A running job of a limited queue whose lease ran out and which had no attempt left ends failed
+// when taken back; the place it frees wakes a claim held back by the limit at once, wherever the
+// rescue ran (here by hand, as another process's maintenance would).
+func TestRescueToFailedWakesHeldClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := limitedQueue(t, b, "rescue-held", Limits{MaxRunning: 1}, 0)
+	b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, attempt, max_attempts, lock_token, lock_until, attempted_at)
+		VALUES (gen_random_uuid(), 'rescue-held', 'running', '1', 1, 1, gen_random_uuid(), now() + interval '1 hour', now())`)
+	started := make(chan int, 1)
+	startWorker(t, must(q.NewWorker(func(_ context.Context, job *Job[int]) error {
+		started <- job.Payload
+		return nil
+	}, &WorkerOptions{Concurrency: 2, PollInterval: time.Hour})))
+	if _, err := q.Enqueue(ctx, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a claim held back by MaxRunning", func() bool {
+		var held bool
+		return b.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pgqueue_claims_held WHERE queue = 'rescue-held')").Scan(&held) == nil && held
+	})
+	b.exec("UPDATE pgqueue_jobs SET lock_until = now() - interval '1 second' WHERE status = 'running'")
+	var available, failed, notified int
+	if err := b.pool.QueryRow(ctx, rescueSQL, []string{"rescue-held"}, 10, maxErrorsKept).Scan(new(string), &available, &failed, &notified); err != nil {
+		t.Fatal(err)
+	}
+	if available != 0 || failed != 1 {
+		t.Fatalf("rescue made %d jobs available and %d failed, want the one failed", available, failed)
+	}
+	if p := receive(t, started, 10*time.Second, "the held job to start once the expired one failed"); p != 2 {
+		t.Fatalf("job %d started, want 2", p)
+	}
+}

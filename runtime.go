@@ -491,6 +491,12 @@ func (q *queueRun) onMessage(m message) {
 		signal(rt.wakeFetch)
 	case msgCancelled:
 		rt.cancelAttempts(q, m.ids)
+		if claimWay(q.way.Load()) != claimPlain {
+			// A running job that ends by a cancel or a delete frees a place under the queue's
+			// limits, and no settle of it will say so.
+			q.wantClaim.Store(true)
+			signal(rt.wakeFetch)
+		}
 	case msgWatched:
 		q.watchedUntil.Store(time.Now().Add(watchTTL).UnixNano())
 	case msgListening, msgResync:

@@ -1,7 +1,8 @@
 -- rescue: for each queue of $1, takes back up to $2 of its running jobs whose lease ran out
 -- (their worker died, froze or lost the database): available again with the lost attempt
 -- recorded in errors ($3: how many entries errors keeps), or failed when that was the last
--- attempt. Wakes the workers of each queue where a job became available. Returns, per queue,
+-- attempt. Wakes the workers of each queue that had a job taken back: a job became available, or
+-- a place under the queue's limits freed (also when the job failed). Returns, per queue,
 -- how many became available and how many failed. Reads one range of pgqueue_jobs_running_idx
 -- (queue, id) WHERE status = 'running' per queue. Counts the moves itself
 -- (pgqueue_count_moves; see the count_moves migration).
@@ -38,7 +39,7 @@ WITH rescued AS (
 ), moves AS (
     SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) AS n FROM rescued
 ), notified AS (
-    SELECT pgqueue_notify('a ' || queue) FROM counted WHERE available > 0
+    SELECT pgqueue_notify('a ' || queue) FROM counted WHERE available > 0 OR failed > 0
 )
 SELECT c.queue, c.available, c.failed, (SELECT count(*) FROM notified)
 FROM counted AS c, moves
