@@ -26,14 +26,9 @@ func (rt *runtime) fetchLoop(ctx context.Context) {
 	defer rt.stopClaimTimers()
 	p := &claimPipe{rt: rt}
 	defer p.release()
-	failures := 0
-	// failed are rounds whose statement failed on the server while the rounds behind them were
-	// in flight, and failedErr the first such failure: reported (and waited out) once those are
-	// read, with no round sent meanwhile.
-	var failed []*claimRound
-	var failedErr error
+	var f claimFailure
 	for {
-		if ctx.Err() == nil && !p.full() && len(failed) == 0 {
+		if ctx.Err() == nil && !p.full() && len(f.rounds) == 0 {
 			if len(p.rounds) == 0 && rt.fewSlotsFree() {
 				// Handlers are returning: give the others a moment to, and claim one batch for all.
 				sleepCtx(ctx, gatherFor)
@@ -41,15 +36,14 @@ func (rt *runtime) fetchLoop(ctx context.Context) {
 			if wants := rt.wantedClaims(len(p.rounds)); len(wants) > 0 {
 				round := newClaimRound(wants)
 				if err := p.send(ctx, round); err != nil {
-					failures++
-					rt.claimFailed(ctx, append(p.discard(), round), err, failures)
+					f.add(err, append(p.discard(), round)...)
+					rt.claimFailed(ctx, &f)
 				}
 				continue
 			}
 		}
-		if len(p.rounds) == 0 && len(failed) > 0 {
-			rt.claimFailed(ctx, failed, failedErr, failures)
-			failed, failedErr = nil, nil
+		if len(p.rounds) == 0 && len(f.rounds) > 0 {
+			rt.claimFailed(ctx, &f)
 			continue
 		}
 		if len(p.rounds) == 0 {
@@ -64,25 +58,45 @@ func (rt *runtime) fetchLoop(ctx context.Context) {
 			}
 			continue
 		}
-		round, all, lim, err := p.read()
-		if err != nil {
-			failures++
-			if p.skipFailed(err) {
-				// Read the rounds behind it first: they ran, and claimed their jobs.
-				failed, failedErr = append(failed, round), cmp.Or(failedErr, err)
-				continue
-			}
-			rt.claimFailed(ctx, append(append(failed, round), p.discard()...), cmp.Or(failedErr, err), failures)
-			failed, failedErr = nil, nil
-			continue
-		}
-		if len(failed) == 0 {
-			failures = 0
-		}
-		rt.unreserve(round)
-		rt.claimRTT = movingAverage(rt.claimRTT, time.Since(round.sent))
-		rt.took(ctx, round, all, lim)
+		rt.readRound(ctx, p, &f)
 	}
+}
+
+// claimFailure is what the claim loop holds of failed claims: how many failed in a row, and the
+// rounds that failed and the first error, until they are reported (claimFailed).
+type claimFailure struct {
+	inRow  int
+	rounds []*claimRound
+	err    error
+}
+
+// add notes that rounds failed with err.
+func (f *claimFailure) add(err error, rounds ...*claimRound) {
+	f.inRow++
+	f.rounds = append(f.rounds, rounds...)
+	f.err = cmp.Or(f.err, err)
+}
+
+// readRound reads the oldest round in flight and starts the jobs it claimed. A round that failed
+// is noted in f; if a statement of it failed on the server, the rounds behind it are read first
+// (they ran, and claimed their jobs), and no round is sent until they are, then f is reported.
+// Any other failure discards the pipe, with the rounds in flight, and is reported at once.
+func (rt *runtime) readRound(ctx context.Context, p *claimPipe, f *claimFailure) {
+	round, all, lim, err := p.read()
+	if err != nil {
+		f.add(err, round)
+		if !p.skipFailed(err) {
+			f.rounds = append(f.rounds, p.discard()...)
+			rt.claimFailed(ctx, f)
+		}
+		return
+	}
+	if len(f.rounds) == 0 {
+		f.inRow = 0
+	}
+	rt.unreserve(round)
+	rt.claimRTT = movingAverage(rt.claimRTT, time.Since(round.sent))
+	rt.took(ctx, round, all, lim)
 }
 
 // took starts the jobs a round claimed, or hands them back if Run has ended, and notes for each
@@ -470,12 +484,13 @@ func (rt *runtime) stopClaimTimers() {
 	}
 }
 
-// claimFailed reports failed claim rounds and waits before the next one: a back-off, cut short
-// when the listener is back (so is the database). Jobs a round may have locked without its
+// claimFailed reports the failed claim rounds noted in f, forgets them, and waits before the next
+// claim: a back-off that grows with the failures in a row, cut short when the listener is back
+// (so is the database). Jobs a round may have locked without its
 // result arriving are taken back by the maintenance loop once their lease has run out.
-func (rt *runtime) claimFailed(ctx context.Context, rounds []*claimRound, err error, failures int) {
+func (rt *runtime) claimFailed(ctx context.Context, f *claimFailure) {
 	var qs []*queueRun
-	for _, round := range rounds {
+	for _, round := range f.rounds {
 		rt.unreserve(round)
 		for _, w := range round.wants {
 			if !slices.Contains(qs, w.q) {
@@ -485,9 +500,11 @@ func (rt *runtime) claimFailed(ctx context.Context, rounds []*claimRound, err er
 			w.q.rescueAt.Store(time.Now().Add(w.q.opts.LockDuration).UnixNano())
 		}
 	}
+	err := f.err
+	f.rounds, f.err = nil, nil
 	signal(rt.wakeMaint)
 	rt.reportError(qs, "pgqueue: claim jobs", fmt.Errorf("pgqueue: claim: %w", err))
-	pause := time.NewTimer(retryDelay(failures))
+	pause := time.NewTimer(retryDelay(f.inRow))
 	defer pause.Stop()
 	select {
 	case <-ctx.Done():
