@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -30,6 +31,21 @@ func sendRound(t *testing.T, p *claimPipe, limit int) {
 	if err := p.send(t.Context(), newClaimRound([]claimWant{{q: p.rt.queues[0], limit: limit}})); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lockJobsTable locks pgqueue_jobs in a transaction of its own until the test ends or the
+// transaction it returns is rolled back: claims wait for it.
+func lockJobsTable(t *testing.T, b *bundle) pgx.Tx {
+	t.Helper()
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE pgqueue_jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
 
 // readRound reads the oldest round in flight and returns the ids of the jobs it claimed, sorted.
@@ -118,14 +134,7 @@ func TestClaimPipeRoundTimeout(t *testing.T) {
 	sendRound(t, p, 1)
 	readRound(t, p)
 	// Then another transaction locks the table, and the next claim waits for it.
-	tx, err := b.pool.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(t.Context(), "LOCK TABLE pgqueue_jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	lockJobsTable(t, b)
 	r := newClaimRound([]claimWant{{q: p.rt.queues[0], limit: 10}})
 	r.timeout = 200 * time.Millisecond
 	if err := p.send(t.Context(), r); err != nil {
@@ -158,14 +167,7 @@ func TestClaimPipeFailedRoundKeepsTheNext(t *testing.T) {
 	q.rated.Store(true)
 	sendRound(t, p, 1) // opens the connection and prepares the statements
 	readRound(t, p)
-	tx, err := b.pool.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(t.Context(), "LOCK TABLE pgqueue_jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockJobsTable(t, b)
 	sendRound(t, p, 10)
 	sendRound(t, p, 10)
 	pid := p.conn.Conn().PgConn().PID()
@@ -177,7 +179,7 @@ func TestClaimPipeFailedRoundKeepsTheNext(t *testing.T) {
 	if _, err := b.pool.Exec(t.Context(), "SELECT pg_cancel_backend($1)", pid); err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err = p.read()
+	_, _, _, err := p.read()
 	if err == nil {
 		t.Fatal("a cancelled round was read without an error")
 	}

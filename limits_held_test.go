@@ -49,6 +49,17 @@ func notificationsUntilMarker(t *testing.T, b *bundle, l *pgxpool.Conn) []string
 	}
 }
 
+// waitClaimHeld waits until a claim of queue has been held back by its MaxRunning: the queue is
+// marked in pgqueue_claims_held.
+func waitClaimHeld(t *testing.T, b *bundle, queue string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "a claim of "+queue+" held back by MaxRunning", func() bool {
+		var held bool
+		err := b.pool.QueryRow(t.Context(), "SELECT EXISTS (SELECT FROM pgqueue_claims_held WHERE queue = $1)", queue).Scan(&held)
+		return err == nil && held
+	})
+}
+
 // A queue whose MaxRunning is never reached is drained without a single wake-up from the ends of
 // its jobs; once a claim is held back by the limit, the end of a job in another process wakes it,
 // with no poll to fall back on.
@@ -94,10 +105,7 @@ func TestCappedQueueWakesOnlyHeldClaims(t *testing.T) {
 	if _, err := q.Enqueue(ctx, 2, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a claim held back by MaxRunning", func() bool {
-		var held bool
-		return b.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pgqueue_claims_held WHERE queue = 'capped-1')").Scan(&held) == nil && held
-	})
+	waitClaimHeld(t, b, "capped-1")
 	close(release)
 	if err := receive(t, held, 10*time.Second, "the other client's job to end"); err != nil {
 		t.Fatal(err)
@@ -322,10 +330,7 @@ func TestHeldClaimIgnoresLockedQueueRow(t *testing.T) {
 	if _, err := capped.EnqueueMany(ctx, []int{1, 2}, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a claim held back by MaxRunning", func() bool {
-		var held bool
-		return b.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pgqueue_claims_held WHERE queue = 'capped-row')").Scan(&held) == nil && held
-	})
+	waitClaimHeld(t, b, "capped-row")
 
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
@@ -411,10 +416,7 @@ func TestRescueToFailedWakesHeldClaim(t *testing.T) {
 	if _, err := q.Enqueue(ctx, 2, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a claim held back by MaxRunning", func() bool {
-		var held bool
-		return b.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pgqueue_claims_held WHERE queue = 'rescue-held')").Scan(&held) == nil && held
-	})
+	waitClaimHeld(t, b, "rescue-held")
 	b.exec("UPDATE pgqueue_jobs SET lock_until = now() - interval '1 second' WHERE status = 'running'")
 	var available, failed, notified int
 	if err := b.pool.QueryRow(ctx, rescueSQL, []string{"rescue-held"}, 10, maxErrorsKept).Scan(new(string), &available, &failed, &notified); err != nil {
