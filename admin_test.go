@@ -208,11 +208,7 @@ func TestCancelFinishedJob(t *testing.T) {
 func TestRetryRepeatingRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	client, err := NewClient(b.pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: KeepForever}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
+	client := b.newClientWith(Config{Retention: Retention{Completed: KeepForever}})
 	q := newQueue[int](t, client, "chain")
 	var failing atomic.Bool
 	w := must(q.NewWorker(func(context.Context, *Job[int]) error {

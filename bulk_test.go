@@ -115,11 +115,7 @@ func TestRetryJobsUniqueKeys(t *testing.T) {
 func TestRetryJobsCompletedRepeatingRuns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	client, err := NewClient(b.pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: KeepForever}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
+	client := b.newClientWith(Config{Retention: Retention{Completed: KeepForever}})
 	q := newQueue[int](t, client, "bulk-chains")
 	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, nil))
 	enqueueInts(t, q, 3, &EnqueueOptions{RepeatCount: RepeatForever, RepeatEvery: time.Hour})

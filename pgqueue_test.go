@@ -92,6 +92,19 @@ func (b *bundle) newClient() *Client {
 	return c
 }
 
+// newClientWith returns another client on the bundle's pool with cfg (and the test's logger),
+// closed when the test ends.
+func (b *bundle) newClientWith(cfg Config) *Client {
+	b.t.Helper()
+	cfg.Logger = testLogger(b.t)
+	c, err := NewClient(b.pool, &cfg)
+	if err != nil {
+		b.t.Fatalf("NewClient: %v", err)
+	}
+	b.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // exec runs a statement on the bundle's schema.
 func (b *bundle) exec(sql string, args ...any) {
 	b.t.Helper()
