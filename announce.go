@@ -34,8 +34,9 @@ func (n *announcements) addID(queue string, kind byte, id ulid.ULID) {
 	(*n)[queue][kind] = append((*n)[queue][kind], id)
 }
 
-// announce sends the noted announcements in one round trip; each statement sends nothing if
-// nobody watches the queue any more. Failures only cost watchers an update.
+// announce sends the noted announcements in one round trip, given a heartbeat interval at most
+// and no more than ctx's deadline; each statement sends nothing if nobody watches the queue any
+// more. Failures only cost watchers an update.
 func (rt *runtime) announce(ctx context.Context, n announcements) {
 	if len(n) == 0 {
 		return
@@ -50,7 +51,7 @@ func (rt *runtime) announce(ctx context.Context, n announcements) {
 			}
 		}
 	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.heartbeatEvery)
+	qctx, cancel := withoutCancelUntil(ctx, rt.heartbeatEvery)
 	defer cancel()
 	if err := rt.c.pool.SendBatch(qctx, b).Close(); err != nil {
 		rt.c.cfg.Logger.Warn("pgqueue: tell watchers", "error", err)

@@ -49,8 +49,9 @@ func (rt *runtime) completeLoop(ctx context.Context) {
 }
 
 // finalSettle makes one last attempt, within the longest ShutdownTimeout, to settle what is
-// left. Jobs it cannot settle stay running in the table until their leases run out and another
-// process takes them back: they are not lost.
+// left; a settle still under way then is cut off. Jobs it cannot settle stay running in the
+// table until their leases run out and another process takes them back: they are not lost, and
+// run again.
 func (rt *runtime) finalSettle() {
 	var timeout time.Duration
 	for _, q := range rt.queues {
@@ -185,11 +186,12 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 
 // sendSettle sends the statements a batch needs in one round trip and returns what became of
 // each job, and, among jobs completed in their handler's transaction, those whose transaction
-// rolled back. A statement under way is not interrupted: its effect would be unknown.
+// rolled back. The end of ctx does not interrupt it, but its deadline does (at shutdown), as
+// does the longest lease: the statements' effect is then unknown, and the batch fails.
 func (rt *runtime) sendSettle(ctx context.Context, a *settleArgs) (map[ulid.ULID]settled, error) {
 	b := &pgx.Batch{}
 	a.queue(b)
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.longestLease())
+	qctx, cancel := withoutCancelUntil(ctx, rt.longestLease())
 	defer cancel()
 	br := rt.c.pool.SendBatch(qctx, b)
 	defer br.Close()
@@ -333,6 +335,17 @@ func collectInTx(br pgx.BatchResults, ids [][16]byte, results map[ulid.ULID]sett
 		}
 	}
 	return nil
+}
+
+// withoutCancelUntil returns a context with ctx's values that ends after timeout, or at ctx's
+// deadline if that comes first, but not when ctx is cancelled: for a round trip that must not be
+// cut short by the end of a loop's context, only by a bound on its time.
+func withoutCancelUntil(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
 // longestLease is the longest LockDuration of the runtime's queues: how long a settle or claim

@@ -218,3 +218,52 @@ func TestSettleTwoAttemptsOfOneJob(t *testing.T) {
 		t.Fatalf("%d jobs left, want none", n)
 	}
 }
+
+// The last settle at shutdown keeps within the longest ShutdownTimeout, however long the leases:
+// here no connection frees for it, and it gives up after the ShutdownTimeout, not the
+// LockDuration. The outcome it could not save is left: the job stays running under its lease.
+func TestFinalSettleKeepsToShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	pool := newPool(t, b.schema, 2)
+	c, err := NewClient(pool, &Config{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	q := newQueue[int](t, c, "final")
+	if _, err := q.Enqueue(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	const shutdown = 300 * time.Millisecond
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil },
+		&WorkerOptions{LockDuration: time.Minute, ShutdownTimeout: shutdown}))
+	rt := newRuntime(c, []*workerSpec{&w.spec})
+	qr := rt.queues[0]
+	claimed, _, sent, err := rt.claim(ctx, []claimWant{{q: qr, limit: 1}})
+	if err != nil || len(claimed[0]) != 1 {
+		t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
+	}
+	a := qr.newAttempt(claimed[0][0], sent.Add(time.Minute))
+	a.state = attemptFinishing
+	rt.attempts[a.id] = a
+	qr.held++
+	rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeDone})
+
+	for range pool.Config().MaxConns { // every connection taken: the settle waits for one
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+	}
+	start := time.Now()
+	rt.finalSettle()
+	if took := time.Since(start); took > 10*shutdown {
+		t.Fatalf("the last settle took %s, want about the ShutdownTimeout (%s)", took, shutdown)
+	}
+	if n := b.count("status = 'running' AND lock_until > now() + interval '30 seconds'"); n != 1 {
+		t.Fatal("the job whose outcome was not saved is not left running under its lease")
+	}
+}

@@ -218,6 +218,8 @@ func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attem
 func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, error) {
 	rt := s.rt
 	o := batch[0]
+	// WorkOne's context may have ended (the job was handed back): its outcome is saved anyway.
+	ctx = context.WithoutCancel(ctx)
 	results, err := rt.sendSettle(ctx, rt.buildSettle(batch))
 	if err != nil {
 		return nil, explainSchemaError(err)
