@@ -68,9 +68,9 @@ func (q *Queue[T]) Cancel(ctx context.Context, id ulid.ULID) error {
 // CancelTx is Cancel inside the caller's transaction tx: the job is cancelled if and only if tx
 // commits, and the worker running it is told when tx commits (NOTIFY is delivered on commit),
 // then cancels the handler's context as with Cancel.
-// Until tx ends the job's row stays locked: a worker running the job cannot extend its lease
-// (its heartbeat skips the row) and waits for tx to settle it, so keep tx shorter than the job's
-// LockDuration.
+// Until tx ends the job's row stays locked: a worker running the job can neither extend its
+// lease (its heartbeat skips the row) nor settle it (it tries again until tx ends), so keep tx
+// shorter than the job's LockDuration.
 func (q *Queue[T]) CancelTx(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
 	if tx == nil {
 		return invalidf("CancelTx needs a transaction")
@@ -108,9 +108,9 @@ func (q *Queue[T]) Retry(ctx context.Context, id ulid.ULID) error {
 
 // RetryTx is Retry inside the caller's transaction tx: the job is made available if and only if
 // tx commits, and the queue's workers are woken when it commits.
-// Until tx ends the job's row stays locked: a worker running the job cannot extend its lease
-// (its heartbeat skips the row) and waits for tx to settle it, so keep tx shorter than the job's
-// LockDuration.
+// Until tx ends the job's row stays locked: a worker running the job can neither extend its
+// lease (its heartbeat skips the row) nor settle it (it tries again until tx ends), so keep tx
+// shorter than the job's LockDuration.
 func (q *Queue[T]) RetryTx(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
 	if tx == nil {
 		return invalidf("RetryTx needs a transaction")
@@ -153,9 +153,9 @@ func (q *Queue[T]) Delete(ctx context.Context, id ulid.ULID, opts *DeleteOptions
 
 // DeleteTx is Delete inside the caller's transaction tx: the job is deleted if and only if tx
 // commits, and a worker running it (opts.Cancel) is told when tx commits.
-// Until tx ends the job's row stays locked: a worker running the job cannot extend its lease
-// (its heartbeat skips the row) and waits for tx to settle it, so keep tx shorter than the job's
-// LockDuration.
+// Until tx ends the job's row stays locked: a worker running the job can neither extend its
+// lease (its heartbeat skips the row) nor settle it (it tries again until tx ends), so keep tx
+// shorter than the job's LockDuration.
 func (q *Queue[T]) DeleteTx(ctx context.Context, tx pgx.Tx, id ulid.ULID, opts *DeleteOptions) error {
 	if tx == nil {
 		return invalidf("DeleteTx needs a transaction")

@@ -32,7 +32,8 @@ const (
 	// lock, and the lease is extended without waiting for the row.
 	attemptInTx
 	// attemptFinishing: the handler returned, or was given up after its JobTimeout; its outcome
-	// waits for the completer.
+	// waits for the completer, which may skip its row while another transaction locks it and
+	// settle it later. Heartbeats extend its lease meanwhile.
 	attemptFinishing
 	// attemptAbandoned: the lock is gone, the job was cancelled, or it was handed back while its
 	// handler still ran: whatever the handler returns is ignored.
@@ -93,6 +94,7 @@ type outcome struct {
 	final   bool          // outcomeFailed with no attempt left, or a PermanentError
 	delay   time.Duration // outcomeRequeue: how long until it runs again
 	elapsed time.Duration
+	skips   int // how many settles skipped its row, locked by another transaction
 }
 
 // classify turns a handler's result into an outcome. cause is the cause of the handler's

@@ -342,3 +342,52 @@ func TestCompleteTxRolledBackRowLockedAWhile(t *testing.T) {
 		}
 	}
 }
+
+// A handler may return while the transaction it completed its job in is still open: the
+// completer, which skips the row that transaction locks, settles the job once it ends. Committed,
+// the job is completed there; rolled back, the handler's nil return completes it.
+func TestCompleteTxEndsAfterReturn(t *testing.T) {
+	t.Parallel()
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprint("commit=", commit), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			q := newQueue[int](t, b.client, "open-tx")
+			ev := newEvents()
+			ended := make(chan error, 1)
+			w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+				tx, err := b.pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				if err := job.CompleteTx(ctx, tx); err != nil {
+					_ = tx.Rollback(ctx)
+					return err
+				}
+				go func() {
+					time.Sleep(300 * time.Millisecond)
+					if commit {
+						ended <- tx.Commit(context.Background())
+					} else {
+						ended <- tx.Rollback(context.Background())
+					}
+				}()
+				return nil
+			}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll}))
+			job := must(q.Enqueue(t.Context(), 1, nil))
+			startWorker(t, w)
+			if err := receive(t, ended, 30*time.Second, "the transaction to end"); err != nil {
+				t.Fatal(err)
+			}
+			if e := ev.nextOf(t, job.ID); e.Kind != EventStarted {
+				t.Fatalf("event %s, want started", e.Kind)
+			}
+			if e := ev.nextOf(t, job.ID); e.Kind != EventCompleted || e.Attempt != 1 {
+				t.Fatalf("event %s of attempt %d, want completed on the first", e.Kind, e.Attempt)
+			}
+			if n := b.count("true"); n != 0 {
+				t.Fatalf("%d jobs left, want none", n)
+			}
+		})
+	}
+}

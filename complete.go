@@ -16,52 +16,118 @@ import (
 // completeLoop settles finished attempts of every queue of the runtime until ctx ends, then
 // settles what is left once more. It batches by group commit: while one settle round trip runs,
 // the outcomes that arrive meanwhile gather and go together in the next, so a busy runtime
-// writes many results per round trip and an idle one adds no delay.
+// writes many results per round trip and an idle one adds no delay. Outcomes whose rows a settle
+// skipped, locked by another transaction, wait a pause and go in a later batch.
 func (rt *runtime) completeLoop(ctx context.Context) {
 	failures := 0
+	var skipped skippedOutcomes
 	for {
+		skipped.release(rt)
 		batch := rt.takeOutcomes()
 		if len(batch) == 0 {
 			select {
 			case <-ctx.Done():
-				rt.finalSettle()
+				rt.finalSettle(skipped.outcomes)
 				return
 			case <-rt.settle:
-				continue
+			case <-skipped.wait():
 			}
+			continue
 		}
-		if err := rt.settleOutcomes(ctx, batch); err != nil {
+		left, err := rt.settleOutcomes(ctx, batch)
+		if err != nil {
 			rt.putBackOutcomes(batch)
 			if ctx.Err() != nil {
-				rt.finalSettle()
+				rt.finalSettle(skipped.outcomes)
 				return
 			}
 			failures++
 			rt.reportError(queuesOfOutcomes(batch), "pgqueue: settle finished jobs", err)
 			if !sleepCtx(ctx, retryDelay(failures)) {
-				rt.finalSettle()
+				rt.finalSettle(skipped.outcomes)
 				return
 			}
 			continue
 		}
 		failures = 0
+		skipped.add(left, rt.heartbeatEvery)
 	}
 }
 
+// skipPauseFirst is how long an outcome whose row a settle skipped waits before it is settled
+// again, the first time: long enough for a heartbeat statement to commit. The pause doubles each
+// time its row is skipped again, up to a heartbeat interval.
+const skipPauseFirst = 10 * time.Millisecond
+
+// skippedOutcomes are the completer's outcomes whose rows a settle skipped because another
+// transaction locked them (an application's CancelTx left open, a handler's CompleteTx
+// transaction not yet ended, a heartbeat). They wait for their pause to pass, their leases kept
+// by the heartbeat, then join the outcomes to settle again.
+type skippedOutcomes struct {
+	outcomes []outcome
+	at       time.Time // when the first of them is due again
+}
+
+// add notes the outcomes a settle skipped.
+func (s *skippedOutcomes) add(skipped []outcome, most time.Duration) {
+	if len(skipped) == 0 {
+		return
+	}
+	at := time.Now().Add(skipPause(skipped, most))
+	if len(s.outcomes) == 0 || at.Before(s.at) {
+		s.at = at
+	}
+	s.outcomes = append(s.outcomes, skipped...)
+}
+
+// skipPause is how long outcomes a settle skipped wait before they are settled again: the
+// shortest pause of any of them, by the times its row was skipped, and at most most.
+func skipPause(skipped []outcome, most time.Duration) time.Duration {
+	pause := most
+	for _, o := range skipped {
+		pause = min(pause, skipPauseFirst<<min(o.skips-1, 20))
+	}
+	return pause
+}
+
+// release hands the skipped outcomes back to be settled once their pause has passed.
+func (s *skippedOutcomes) release(rt *runtime) {
+	if len(s.outcomes) > 0 && !time.Now().Before(s.at) {
+		rt.putBackOutcomes(s.outcomes)
+		s.outcomes = nil
+	}
+}
+
+// wait returns a channel that fires when the skipped outcomes are due again; nil if none waits.
+func (s *skippedOutcomes) wait() <-chan time.Time {
+	if len(s.outcomes) == 0 {
+		return nil
+	}
+	return time.After(time.Until(s.at))
+}
+
 // finalSettle makes one last attempt, within the longest ShutdownTimeout, to settle what is
-// left; a settle still under way then is cut off. Jobs it cannot settle stay running in the
-// table until their leases run out and another process takes them back: they are not lost, and
-// run again.
-func (rt *runtime) finalSettle() {
+// left, and the outcomes skipped earlier; a settle still under way then is cut off. Jobs it
+// cannot settle stay running in the table until their leases run out and another process takes
+// them back: they are not lost, and run again.
+func (rt *runtime) finalSettle(skipped []outcome) {
 	var timeout time.Duration
 	for _, q := range rt.queues {
 		timeout = max(timeout, q.opts.ShutdownTimeout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	// More than one batch only when a job has two outcomes (takeOutcomes).
+	rt.putBackOutcomes(skipped)
+	// More than one batch when a job has two outcomes (takeOutcomes), or rows were skipped.
 	for batch := rt.takeOutcomes(); len(batch) > 0; batch = rt.takeOutcomes() {
-		if err := rt.settleOutcomes(ctx, batch); err != nil {
+		left, err := rt.settleOutcomes(ctx, batch)
+		if err == nil && len(left) > 0 {
+			rt.putBackOutcomes(left)
+			if !sleepCtx(ctx, skipPause(left, timeout)) {
+				batch, err = left, fmt.Errorf("pgqueue: complete: %d jobs' rows stay locked by other transactions", len(left))
+			}
+		}
+		if err != nil {
 			rt.reportError(queuesOfOutcomes(batch),
 				"pgqueue: settle finished jobs at shutdown; they will be taken back when their leases run out", err)
 			return
@@ -101,6 +167,7 @@ func (rt *runtime) putBackOutcomes(batch []outcome) {
 
 // settleArgs are the columns of one batch, as the settle statements take them.
 type settleArgs struct {
+	ids, tokens             [][16]byte // every job of the batch
 	doneIDs, doneTokens     [][16]byte // succeeded, not repeating, deleted
 	keptIDs, keptTokens     [][16]byte // succeeded, not repeating, kept by retention
 	repeatIDs, repeatTokens [][16]byte // succeeded jobs that may repeat
@@ -121,25 +188,46 @@ type settleArgs struct {
 
 // settled is what the table says became of one job of a batch.
 type settled struct {
-	status Status    // status after a failure or a requeue; StatusCompleted for a success
+	// status after a failure or a requeue; StatusCompleted for a success; StatusRunning if the
+	// settle skipped its row, which another transaction locks (to be settled again later).
+	status Status
 	runAt  time.Time // when it runs next (retry, requeue)
 	repeat ulid.ULID // the next run of a repeating job; zero if none
 }
 
 // settleOutcomes writes a batch of outcomes, of any queues, in one round trip, then reports
 // them. Every statement matches on (id, lock_token), so an outcome whose lock was lost changes
-// nothing; it is reported as EventLockLost.
-func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome) error {
+// nothing; it is reported as EventLockLost. No statement waits for a row another transaction
+// locks: such an outcome is skipped, and returned to be settled again later, so that one locked
+// row holds up neither the batch nor the outcomes that follow it.
+func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome) (skipped []outcome, err error) {
 	args := rt.buildSettle(batch)
 	results, err := rt.sendSettle(ctx, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, name := range slices.Concat(args.freed, args.capped) {
 		rt.byName[name].wantClaim.Store(true) // applySettled wakes the claim loop
 	}
+	batch, skipped = splitSkipped(batch, results)
 	rt.applySettled(ctx, batch, results)
-	return nil
+	return skipped, nil
+}
+
+// splitSkipped separates, in place, the outcomes of a settled batch whose rows the settle
+// skipped, counting the skip on each.
+func splitSkipped(batch []outcome, results map[ulid.ULID]settled) (done, skipped []outcome) {
+	n := 0
+	for _, o := range batch {
+		if results[o.a.id].status == StatusRunning {
+			o.skips++
+			skipped = append(skipped, o)
+			continue
+		}
+		batch[n] = o
+		n++
+	}
+	return batch[:n], skipped
 }
 
 // buildSettle sorts a batch into the columns of the settle statements, in id order: rows are
@@ -151,6 +239,7 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 	defer rt.mu.Unlock()
 	for _, o := range batch {
 		id, token := [16]byte(o.a.id), o.a.token
+		a.ids, a.tokens = append(a.ids, id), append(a.tokens, token)
 		switch o.kind {
 		case outcomeDone:
 			if o.a.xact != "" {
@@ -185,9 +274,9 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 }
 
 // sendSettle sends the statements a batch needs in one round trip and returns what became of
-// each job, and, among jobs completed in their handler's transaction, those whose transaction
-// rolled back. The end of ctx does not interrupt it, but its deadline does (at shutdown), as
-// does the longest lease: the statements' effect is then unknown, and the batch fails.
+// each job (and, if some were not settled, which of them were skipped: findSkipped). The end of
+// ctx does not interrupt it, but its deadline does (at shutdown), as does the longest lease: the
+// statements' effect is then unknown, and the batch fails.
 func (rt *runtime) sendSettle(ctx context.Context, a *settleArgs) (map[ulid.ULID]settled, error) {
 	b := &pgx.Batch{}
 	a.queue(b)
@@ -202,7 +291,32 @@ func (rt *runtime) sendSettle(ctx context.Context, a *settleArgs) (map[ulid.ULID
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("pgqueue: settle: %w", err)
 	}
+	rt.findSkipped(qctx, a, results)
 	return results, nil
+}
+
+// findSkipped marks in results the jobs of a committed settle that it skipped, their rows locked
+// by another transaction, among those it did not settle (rare: most were). The others had lost
+// their locks. Should that be unknown (the read failed), they all count as skipped: settled
+// again, they are found settled or lost then.
+func (rt *runtime) findSkipped(ctx context.Context, a *settleArgs, results map[ulid.ULID]settled) {
+	var ids, tokens [][16]byte
+	for i, id := range a.ids {
+		// A job completed with CompleteTx and missing from results was found lost already.
+		if _, ok := results[ulid.ULID(id)]; !ok && !slices.Contains(a.inTxIDs, id) {
+			ids, tokens = append(ids, id), append(tokens, a.tokens[i])
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	rows, _ := rt.c.pool.Query(ctx, settleSkippedSQL, ids, tokens)
+	if err := collectSkipped(rows, results); err != nil {
+		rt.c.cfg.Logger.Warn("pgqueue: settle: read which rows were skipped; settling them again", "error", err)
+		for _, id := range ids {
+			results[ulid.ULID(id)] = settled{status: StatusRunning}
+		}
+	}
 }
 
 // queue adds the statements the batch needs to b.
@@ -223,7 +337,9 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 		b.Queue(requeueSQL, a.backIDs, a.backTokens, a.backDelays)
 	}
 	if len(a.inTxIDs) > 0 {
-		// After the statements above, which wait for any of those transactions still open.
+		// A job whose transaction is still open was skipped above, its row locked; one that
+		// rolled back since is held again. Those are settled again later.
+		b.Queue(settleSkippedSQL, a.inTxIDs, a.inTxTokens)
 		b.Queue(lostAfterRollbackSQL, a.inTxIDs, a.inTxTokens, a.inTxXacts)
 	}
 	for _, q := range a.freed {
@@ -260,8 +376,10 @@ func freedQueues(batch []outcome) (freed, capped []string) {
 
 // readSettled reads the results of the statements sendSettle queued, in their order. A job
 // completed in its handler's transaction has no row left to match: it counts as completed unless
-// that transaction rolled back and another attempt holds the job now; it is then missing from the
-// results, as a job whose lock was lost.
+// its row was skipped (that transaction is still open, or rolled back since: StatusRunning), or
+// that transaction rolled back and another attempt holds the job now: it is then missing from the
+// results, as a job whose lock was lost. Other jobs the statements did not settle are missing
+// too, until findSkipped tells the skipped ones apart.
 func readSettled(br pgx.BatchResults, a *settleArgs) (map[ulid.ULID]settled, error) {
 	results := make(map[ulid.ULID]settled)
 	completed := func(what string, repeating bool) error {
@@ -294,6 +412,7 @@ func readSettled(br pgx.BatchResults, a *settleArgs) (map[ulid.ULID]settled, err
 		{len(a.repeatIDs), func() error { return completed("complete repeating", true) }},
 		{len(a.failIDs), func() error { return collectMoved(br, results, "fail") }},
 		{len(a.backIDs), func() error { return collectMoved(br, results, "requeue") }},
+		{len(a.inTxIDs), func() error { rows, _ := br.Query(); return collectSkipped(rows, results) }},
 		{len(a.inTxIDs), func() error { return collectInTx(br, a.inTxIDs, results) }},
 	} {
 		if step.n > 0 {
@@ -320,9 +439,25 @@ func collectMoved(br pgx.BatchResults, results map[ulid.ULID]settled, what strin
 	return nil
 }
 
+// collectSkipped reads settle_skipped.sql (rows) into results: the jobs whose rows the settle
+// skipped.
+func collectSkipped(rows pgx.Rows, results map[ulid.ULID]settled) error {
+	skipped, err := pgx.CollectRows(rows, scanID)
+	if err != nil {
+		return fmt.Errorf("pgqueue: complete: rows skipped: %w", err)
+	}
+	for _, id := range skipped {
+		if _, ok := results[id]; !ok {
+			results[id] = settled{status: StatusRunning}
+		}
+	}
+	return nil
+}
+
 // collectInTx reads lost_after_rollback.sql: jobs of ids completed in their handler's
 // transaction count as completed, but for those it returns (rolled back, taken by another
-// attempt) and those a statement of the batch matched (rolled back, settled here).
+// attempt), those a statement of the batch matched (rolled back, settled here) and those it
+// skipped (the transaction is still open).
 func collectInTx(br pgx.BatchResults, ids [][16]byte, results map[ulid.ULID]settled) error {
 	rows, _ := br.Query()
 	rolledBack, err := pgx.CollectRows(rows, scanID)

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // A job whose row is taken away from its worker (its lease ran out and another worker took it)
@@ -181,24 +184,9 @@ func TestSettleTwoAttemptsOfOneJob(t *testing.T) {
 	qr := rt.queues[0]
 	qr.events.start()
 	defer rt.closeEvents()
-	finished := func() *attempt {
-		t.Helper()
-		claimed, _, sent, err := rt.claim(ctx, []claimWant{{q: qr, limit: 1}})
-		if err != nil || len(claimed[0]) != 1 {
-			t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
-		}
-		a := qr.newAttempt(claimed[0][0], sent.Add(time.Minute))
-		a.state = attemptFinishing
-		rt.mu.Lock()
-		rt.attempts[a.id] = a
-		qr.held++
-		rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeDone})
-		rt.mu.Unlock()
-		return a
-	}
-	first := finished()
+	first := finishedAttempt(t, rt)
 	b.exec("UPDATE pgqueue_jobs SET status = 'available'") // as a rescue of its expired lease would
-	second := finished()
+	second := finishedAttempt(t, rt)
 	for i, want := range []struct {
 		a    *attempt
 		kind EventKind
@@ -207,8 +195,8 @@ func TestSettleTwoAttemptsOfOneJob(t *testing.T) {
 		if len(batch) != 1 || batch[0].a != want.a {
 			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
 		}
-		if err := rt.settleOutcomes(ctx, batch); err != nil {
-			t.Fatal(err)
+		if skipped, err := rt.settleOutcomes(ctx, batch); err != nil || len(skipped) > 0 {
+			t.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
 		}
 		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {
 			t.Fatalf("attempt %d reported %s, want %s", e.Attempt, e.Kind, want.kind)
@@ -240,17 +228,7 @@ func TestFinalSettleKeepsToShutdownTimeout(t *testing.T) {
 	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil },
 		&WorkerOptions{LockDuration: time.Minute, ShutdownTimeout: shutdown}))
 	rt := newRuntime(c, []*workerSpec{&w.spec})
-	qr := rt.queues[0]
-	claimed, _, sent, err := rt.claim(ctx, []claimWant{{q: qr, limit: 1}})
-	if err != nil || len(claimed[0]) != 1 {
-		t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
-	}
-	a := qr.newAttempt(claimed[0][0], sent.Add(time.Minute))
-	a.state = attemptFinishing
-	rt.attempts[a.id] = a
-	qr.held++
-	rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeDone})
-
+	finishedAttempt(t, rt)
 	for range pool.Config().MaxConns { // every connection taken: the settle waits for one
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
@@ -259,11 +237,99 @@ func TestFinalSettleKeepsToShutdownTimeout(t *testing.T) {
 		defer conn.Release()
 	}
 	start := time.Now()
-	rt.finalSettle()
+	rt.finalSettle(nil)
 	if took := time.Since(start); took > 10*shutdown {
 		t.Fatalf("the last settle took %s, want about the ShutdownTimeout (%s)", took, shutdown)
 	}
 	if n := b.count("status = 'running' AND lock_until > now() + interval '30 seconds'"); n != 1 {
 		t.Fatal("the job whose outcome was not saved is not left running under its lease")
+	}
+}
+
+// finishedAttempt claims the first job of the only queue of rt, a runtime made by hand, and gives
+// it an attempt whose handler succeeded, its outcome waiting for the completer; the lease is the
+// queue's LockDuration, from the claim.
+func finishedAttempt(t testing.TB, rt *runtime) *attempt {
+	t.Helper()
+	q := rt.queues[0]
+	claimed, _, sent, err := rt.claim(t.Context(), []claimWant{{q: q, limit: 1}})
+	if err != nil || len(claimed[0]) != 1 {
+		t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
+	}
+	a := q.newAttempt(claimed[0][0], sent.Add(q.opts.LockDuration))
+	a.state = attemptFinishing
+	rt.mu.Lock()
+	rt.attempts[a.id] = a
+	q.held++
+	rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeDone})
+	rt.mu.Unlock()
+	return a
+}
+
+// A job's row that another transaction keeps locked (here an application's transaction left
+// open, as a CancelTx would) holds up neither the settle of the other jobs nor their leases: the
+// job of the other queue, finished after it, completes at once on its first attempt, instead of
+// waiting behind it until its 1 s lease runs out, to be taken back and run again by this same
+// worker. The locked job completes once its row is free.
+func TestSettleSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	long, short := newQueue[int](t, b.client, "long"), newQueue[int](t, b.client, "short")
+	ev := newEvents()
+	release := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
+	started := make(chan ulid.ULID, 10)
+	hold := func(ctx context.Context, job *Job[int]) error {
+		started <- job.ID
+		<-release[job.Payload]
+		return nil
+	}
+	longWorker := must(long.NewWorker(hold, &WorkerOptions{LockDuration: time.Hour, PollInterval: noPoll, OnEvent: ev.on}))
+	shortWorker := must(short.NewWorker(hold, &WorkerOptions{LockDuration: time.Second,
+		HeartbeatInterval: 100 * time.Millisecond, PollInterval: 200 * time.Millisecond, OnEvent: ev.on}))
+	locked := must(long.Enqueue(t.Context(), 1, nil))
+	other := must(short.Enqueue(t.Context(), 2, nil))
+	runWorkers(t, b.client, longWorker, shortWorker)
+	receive(t, started, 10*time.Second, "a job to start")
+	receive(t, started, 10*time.Second, "the other job to start")
+
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var freed sync.Once
+	free := func() { freed.Do(func() { _ = tx.Rollback(context.Background()) }) }
+	t.Cleanup(free) // before the workers stop, should the test fail
+	if _, err := tx.Exec(t.Context(), "SELECT FROM pgqueue_jobs WHERE id = $1 FOR UPDATE", locked.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release[1])
+	time.Sleep(200 * time.Millisecond) // its settle meets the locked row
+	close(release[2])
+	deadline := time.After(10 * time.Second)
+	for done := false; !done; {
+		select {
+		case id := <-started:
+			t.Fatalf("job %s ran again while the other job's row was locked", id)
+		case e := <-ev.ch:
+			switch {
+			case e.JobID != other.ID || e.Kind == EventStarted:
+			case e.Kind != EventCompleted || e.Attempt != 1:
+				t.Fatalf("the other job: %s on attempt %d, want completed on the first", e.Kind, e.Attempt)
+			default:
+				done = true
+			}
+		case <-deadline:
+			t.Fatal("the other job was not settled while a row of the batch was locked")
+		}
+	}
+	if n := b.count("id = $1 AND status = 'running'", locked.ID); n != 1 {
+		t.Fatal("the locked job's row changed under the lock")
+	}
+	free()
+	if e := ev.nextOf(t, locked.ID); e.Kind != EventCompleted || e.Attempt != 1 {
+		t.Fatalf("the locked job: %s on attempt %d, want completed on the first", e.Kind, e.Attempt)
+	}
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs left, want none", n)
 	}
 }

@@ -56,9 +56,12 @@ func newBeat(attempts []*attempt) beat {
 	return b
 }
 
-// dueBeats returns the running and waiting attempts to extend now (all, or those whose queue's
-// HeartbeatInterval has passed since their lease was last set, give or take a tick), and apart
-// the attempts completed in their handler's transaction.
+// dueBeats returns the running, waiting and finishing attempts to extend now (all, or those
+// whose queue's HeartbeatInterval has passed since their lease was last set, give or take a
+// tick), and apart the attempts completed in their handler's transaction. A finishing attempt's
+// outcome is usually settled long before that; one whose row a settle skipped (another
+// transaction locks it) or that waits behind a failing settle keeps its lease this way, so that
+// it is not taken back and run again while its outcome waits.
 func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -69,20 +72,22 @@ func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {
 		switch {
 		case a.state == attemptInTx:
 			tx = append(tx, a)
-		case (a.state == attemptRunning || a.state == attemptWaiting) && (all || !now.Before(dueAt)):
+		case (a.state == attemptRunning || a.state == attemptWaiting || a.state == attemptFinishing) &&
+			(all || !now.Before(dueAt)):
 			due = append(due, a)
 		}
 	}
 	return newBeat(due), newBeat(tx)
 }
 
-// heartbeat extends, in one statement, the lease of every running attempt due for it. A job
-// whose row another transaction locks is left for the next beat. An attempt the statement does
-// not return lost its lock: its context is cancelled with
-// ErrLockLost (ErrCancelled if the job was cancelled) and its outcome will be ignored. When the
-// database cannot be reached, attempts whose lease must have run out by now are given up the
-// same way, since another process may already run them. Attempts whose handlers have returned
-// are left to the completer, so the two statements mostly touch disjoint rows.
+// heartbeat extends, in one statement, the lease of every attempt due for it. A job whose row
+// another transaction locks is left for the next beat. A running attempt the statement does not
+// return lost its lock: its context is cancelled with ErrLockLost (ErrCancelled if the job was
+// cancelled) and its outcome will be ignored. When the database cannot be reached, running
+// attempts whose lease must have run out by now are given up the same way, since another process
+// may already run them. Attempts whose handlers have returned are extended only while their
+// outcome waits longer than a HeartbeatInterval, so the heartbeat and the completer mostly touch
+// disjoint rows; whether such an attempt still holds its job, the completer finds out.
 func (rt *runtime) heartbeat(ctx context.Context, all bool) {
 	running, inTx := rt.dueBeats(time.Now(), all)
 	if len(inTx.attempts) > 0 {

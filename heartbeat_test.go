@@ -162,3 +162,23 @@ func TestHeartbeatSkipsLockedRows(t *testing.T) {
 	free()
 	ev.outcomes(t, map[ulid.ULID]EventKind{locked.ID: EventCompleted})
 }
+
+// An attempt whose handler has returned keeps its lease while its outcome waits for the
+// completer (here, none runs), so that it is not taken back and run again meanwhile.
+func TestHeartbeatKeepsFinishingLeases(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "finishing")
+	if _, err := q.Enqueue(t.Context(), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil },
+		&WorkerOptions{LockDuration: time.Second, HeartbeatInterval: 100 * time.Millisecond}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	a := finishedAttempt(t, rt)
+	time.Sleep(200 * time.Millisecond) // its HeartbeatInterval passes
+	rt.heartbeat(t.Context(), false)
+	if n := b.count("id = $1 AND lock_until > attempted_at + interval '1100 milliseconds'", a.id); n != 1 {
+		t.Fatal("the heartbeat did not extend the lease of a finished attempt whose outcome waits")
+	}
+}

@@ -156,14 +156,19 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 }
 
 // completeInTx completes a's job in tx, followed by its next run (with id next) if it repeats,
-// and returns the transaction's id. The id goes along in the same round trip: should the job's
-// row later be found settled by another attempt, the runtime asks whether tx committed.
+// and returns the transaction's id. It waits for a transaction that locks the row (a heartbeat)
+// rather than skip it, as the completer does. The id goes along in the same round trip: should
+// the job's row later be found settled by another attempt, the runtime asks whether tx committed.
 func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (xact string, err error) {
 	b := &pgx.Batch{}
+	b.Queue(holdRowSQL, [16]byte(a.id), a.token)
 	b.Queue(completeRepeatSQL, [][16]byte{a.id}, [][16]byte{a.token}, [][16]byte{next}, []bool{a.q.keep})
 	b.Queue(xactIDSQL)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return "", err
+	}
 	rows, _ := br.Query()
 	var id, repeat *[16]byte
 	done, err := pgx.ForEachRow(rows, []any{&id, &repeat}, func() error { return nil })

@@ -66,6 +66,8 @@ var (
 	xactIDSQL string
 	//go:embed sql/lost_after_rollback.sql
 	lostAfterRollbackSQL string
+	//go:embed sql/hold_row.sql
+	holdRowSQL string
 	//go:embed sql/job.sql
 	jobSQL string
 	//go:embed sql/list_available.sql
@@ -110,6 +112,8 @@ var (
 	scheduleRegisterSQL string
 	//go:embed sql/schedule_state.sql
 	scheduleStateSQL string
+	//go:embed sql/settle_skipped.sql
+	settleSkippedSQL string
 	//go:embed sql/set_paused.sql
 	setPausedSQL string
 	//go:embed sql/stats.sql

@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -146,6 +147,12 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 	}
 	r := claimed[0][0]
 	rt.announceStarts(ctx, wants, claimed)
+	// Heartbeats keep the lease while the handler runs and until its outcome is saved.
+	bg, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	var heartbeat sync.WaitGroup
+	heartbeat.Go(func() { rt.heartbeatLoop(bg) })
+	defer heartbeat.Wait()
+	defer stopHeartbeat()
 	a, abandoned := s.run(ctx, r, sent.Add(q.opts.LockDuration))
 	if abandoned != nil {
 		res := &WorkResult{JobID: a.id, Attempt: a.attempt, Kind: EventLockLost, Elapsed: time.Since(a.started)}
@@ -179,8 +186,8 @@ func (s *inline) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, tim
 	}
 }
 
-// run runs the handler of claimed row r with the runtime's own attempt, heartbeat and outcome
-// classification, and returns the attempt and, if it was abandoned while it ran (cancelled, lock
+// run runs the handler of claimed row r with the runtime's own attempt and outcome
+// classification (workOne runs the heartbeat), and returns the attempt and, if it was abandoned while it ran (cancelled, lock
 // lost), the cause; otherwise its outcome waits in rt.outcomes.
 func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attempt, error) {
 	rt, q := s.rt, s.q
@@ -197,13 +204,7 @@ func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attem
 	rt.mu.Unlock()
 	stopShutdown := context.AfterFunc(ctx, func() { a.cancel(ErrShutdown) })
 	defer stopShutdown()
-
-	bg, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
-	var heartbeat sync.WaitGroup
-	heartbeat.Go(func() { rt.heartbeatLoop(bg) })
 	rt.runAttempt(hctx, a, r)
-	stopHeartbeat()
-	heartbeat.Wait()
 
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -214,16 +215,27 @@ func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attem
 }
 
 // settle saves the outcome of the attempt WorkOne ran and reports it as the completer does, then
-// describes it by the event runtime.report emits for it (outcomeEvent).
+// describes it by the event runtime.report emits for it (outcomeEvent). While another
+// transaction locks the job's row, it tries again after a pause, for up to the lease.
 func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, error) {
 	rt := s.rt
-	o := batch[0]
 	// WorkOne's context may have ended (the job was handed back): its outcome is saved anyway.
 	ctx = context.WithoutCancel(ctx)
+	giveUp := time.Now().Add(rt.longestLease())
 	results, err := rt.sendSettle(ctx, rt.buildSettle(batch))
+	for err == nil && results[batch[0].a.id].status == StatusRunning {
+		batch[0].skips++
+		if pause := skipPause(batch, rt.heartbeatEvery); time.Now().Add(pause).After(giveUp) {
+			err = fmt.Errorf("pgqueue: complete: job %s: its row stays locked by another transaction", batch[0].a.id)
+		} else {
+			time.Sleep(pause)
+			results, err = rt.sendSettle(ctx, rt.buildSettle(batch))
+		}
+	}
 	if err != nil {
 		return nil, explainSchemaError(err)
 	}
+	o := batch[0]
 	rt.applySettled(ctx, batch, results)
 	r, ok := results[o.a.id]
 	ev := outcomeEvent(o, r, ok)

@@ -8,20 +8,29 @@
 -- due now + repeat_every, never a division by zero), with the job's metadata; if a live job
 -- with its unique key exists already, that one is the next run and none is added. Returns the
 -- id of each settled job and of its repeat (NULL if none). A job missing from the result had
--- lost its lock; its newer attempt stays untouched.
+-- lost its lock (its newer attempt stays untouched), or its row is locked by another
+-- transaction: it skips such a row, as complete.sql does (Job.CompleteTx locks the row first,
+-- with hold_row.sql, so that it waits instead).
 -- Counts what it inserts and moves itself (see the count_moves migration). Reads the primary key.
-WITH settled AS (
+WITH held AS (
+    SELECT p.ctid, c.next_id, c.keep
+    FROM pgqueue_jobs AS p
+    JOIN unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
+      ON p.id = c.id AND p.lock_token = c.lock_token
+    WHERE NOT c.keep OR p.status = 'running'
+    FOR UPDATE OF p SKIP LOCKED
+), settled AS (
     DELETE FROM pgqueue_jobs AS j
-    USING unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
-    WHERE NOT c.keep AND j.id = c.id AND j.lock_token = c.lock_token
+    USING held AS c
+    WHERE NOT c.keep AND j.ctid = c.ctid
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
               j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata, j.key, j.weight
 ), kept AS (
     UPDATE pgqueue_jobs AS j
     SET counted = NOT j.counted, status = 'completed', finished_at = now(),
         lock_until = NULL, lock_token = NULL, locked_by = NULL
-    FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
-    WHERE c.keep AND j.id = c.id AND j.lock_token = c.lock_token AND j.status = 'running'
+    FROM held AS c
+    WHERE c.keep AND j.ctid = c.ctid
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,
               j.unique_key, j.repeat_remaining, j.repeat_every, j.repeat_from, j.metadata, j.key, j.weight
 ), done AS (

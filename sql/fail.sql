@@ -2,9 +2,18 @@
 -- with its error $5 and stack $6, then ends it 'failed' when $4 says so, or puts it back: after
 -- the job's own retry_delay if it has one, else after $3 µs (the worker's back-off), 'scheduled'
 -- while that lies ahead and 'available' when it is zero. errors keeps the newest $7 entries.
--- Returns id, new status and run_at of each job it changed. Counts the moves itself
--- (pgqueue_count_moves; see the count_moves migration). Reads the primary key.
-WITH failed AS (
+-- Returns id, new status and run_at of each job it changed. Skips a row another transaction
+-- locks, as complete.sql does. Counts the moves itself (pgqueue_count_moves; see the count_moves
+-- migration). Reads the primary key.
+WITH held AS (
+    SELECT p.ctid, f.delay_us, f.final, f.error, f.stack
+    FROM pgqueue_jobs AS p
+    JOIN unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::boolean[], $5::text[], $6::text[])
+             AS f(id, lock_token, delay_us, final, error, stack)
+      ON p.id = f.id AND p.lock_token = f.lock_token
+    WHERE p.status = 'running'
+    FOR UPDATE OF p SKIP LOCKED
+), failed AS (
     UPDATE pgqueue_jobs AS j
     SET counted     = NOT j.counted,
         status      = CASE WHEN f.final THEN 'failed'
@@ -22,9 +31,8 @@ WITH failed AS (
         lock_until  = NULL,
         lock_token  = NULL,
         locked_by   = NULL
-    FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::boolean[], $5::text[], $6::text[])
-             AS f(id, lock_token, delay_us, final, error, stack)
-    WHERE j.id = f.id AND j.lock_token = f.lock_token AND j.status = 'running'
+    FROM held AS f
+    WHERE j.ctid = f.ctid
     RETURNING j.id, j.status, j.run_at, j.queue
 ), counted AS (
     SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) FROM failed

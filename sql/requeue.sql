@@ -2,9 +2,16 @@
 -- charging the attempt they used: after $3 µs, 'scheduled' while that lies ahead and 'available'
 -- when it is zero. Serves snoozes and the hand-back of jobs a stopping worker did not finish.
 -- Wakes the workers of each queue where a job became available. Returns id, status and run_at
--- of each job it changed. Counts the moves itself (pgqueue_count_moves; see the count_moves
--- migration). Reads the primary key.
-WITH back AS (
+-- of each job it changed. Skips a row another transaction locks, as complete.sql does. Counts the
+-- moves itself (pgqueue_count_moves; see the count_moves migration). Reads the primary key.
+WITH held AS (
+    SELECT p.ctid, r.delay_us
+    FROM pgqueue_jobs AS p
+    JOIN unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS r(id, lock_token, delay_us)
+      ON p.id = r.id AND p.lock_token = r.lock_token
+    WHERE p.status = 'running'
+    FOR UPDATE OF p SKIP LOCKED
+), back AS (
     UPDATE pgqueue_jobs AS j
     SET counted    = NOT j.counted,
         status     = CASE WHEN r.delay_us > 0 THEN 'scheduled' ELSE 'available' END,
@@ -13,8 +20,8 @@ WITH back AS (
         lock_until = NULL,
         lock_token = NULL,
         locked_by  = NULL
-    FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS r(id, lock_token, delay_us)
-    WHERE j.id = r.id AND j.lock_token = r.lock_token AND j.status = 'running'
+    FROM held AS r
+    WHERE j.ctid = r.ctid
     RETURNING j.id, j.queue, j.status, j.run_at
 ), counted AS (
     SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) FROM back
