@@ -391,3 +391,62 @@ func TestCompleteTxEndsAfterReturn(t *testing.T) {
 		})
 	}
 }
+
+// A job completed with CompleteTx, in a transaction that committed, is reported completed
+// whatever its handler does after: returns an error, panics, snoozes, or is stopped because
+// WorkOne's context ended. None of these finds the row the outcome would change, and each was
+// reported as a lost lock.
+func TestCompleteTxCommittedThenHandlerFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		name string
+		then func(ctx context.Context, stop context.CancelFunc) error
+	}{
+		{"error", func(context.Context, context.CancelFunc) error { return errors.New("after the commit") }},
+		{"panic", func(context.Context, context.CancelFunc) error { panic("after the commit") }},
+		{"snooze", func(context.Context, context.CancelFunc) error { return Snooze(time.Hour) }},
+		{"shutdown", func(ctx context.Context, stop context.CancelFunc) error {
+			stop()
+			<-ctx.Done()
+			return ctx.Err()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := newQueue[int](t, b.client, "then-"+randomName(""))
+			ev := newEvents()
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			w := must(q.NewWorker(func(hctx context.Context, job *Job[int]) error {
+				tx, err := b.pool.Begin(hctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(context.Background())
+				if err := job.CompleteTx(hctx, tx); err != nil {
+					return err
+				}
+				if err := tx.Commit(hctx); err != nil {
+					return err
+				}
+				return tc.then(hctx, stop)
+			}, &WorkerOptions{OnEvent: ev.on}))
+			job := must(q.Enqueue(t.Context(), 1, nil))
+			r, err := w.WorkOne(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.JobID != job.ID || r.Kind != EventCompleted || r.Status != StatusCompleted || r.Err != nil {
+				t.Fatalf("WorkOne = %+v, want job %s completed", r, job.ID)
+			}
+			ev.next(t, EventStarted)
+			if e := ev.nextOf(t, job.ID); e.Kind != EventCompleted || e.Err != nil {
+				t.Fatalf("event %s (%v), want completed", e.Kind, e.Err)
+			}
+			if n := b.count("queue = $1", q.Name()); n != 0 {
+				t.Fatalf("%d jobs left, want none", n)
+			}
+		})
+	}
+}

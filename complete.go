@@ -240,12 +240,15 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 	for _, o := range batch {
 		id, token := [16]byte(o.a.id), o.a.token
 		a.ids, a.tokens = append(a.ids, id), append(a.tokens, token)
+		if o.a.xact != "" {
+			// Completed in its handler's transaction, whatever the handler did next (returned an
+			// error, panicked, was stopped or given up): if that transaction committed, the row
+			// says completed, and so does the report.
+			a.inTxIDs, a.inTxTokens = append(a.inTxIDs, id), append(a.inTxTokens, token)
+			a.inTxXacts = append(a.inTxXacts, o.a.xact)
+		}
 		switch o.kind {
 		case outcomeDone:
-			if o.a.xact != "" {
-				a.inTxIDs, a.inTxTokens = append(a.inTxIDs, id), append(a.inTxTokens, token)
-				a.inTxXacts = append(a.inTxXacts, o.a.xact)
-			}
 			switch {
 			case o.a.repeats:
 				a.repeatIDs, a.repeatTokens = append(a.repeatIDs, id), append(a.repeatTokens, token)
@@ -535,6 +538,10 @@ func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
 		return
 	case EventCompleted:
 		notes.add(a, msgCompleted)
+		if o.kind != outcomeDone && o.err != nil {
+			q.log.LogAttrs(context.Background(), slog.LevelWarn, "pgqueue: job completed in its handler's "+
+				"transaction; what the handler returned after is ignored", append(a.logAttrs(), slog.Any("error", o.err))...)
+		}
 		if r.repeat != (ulid.ULID{}) {
 			rt.wantWork(q, true, true)
 			q.logJob(a, "pgqueue: job completed", elapsed, slog.String("repeated_as", r.repeat.String()))
@@ -558,12 +565,13 @@ func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
 }
 
 // outcomeEvent is the event of an outcome as the settle saved it (r; ok false: its lock was
-// gone). Worker.WorkOne describes its job's outcome by it too.
+// gone). A job completed in its handler's transaction is reported completed whatever the outcome.
+// Worker.WorkOne describes its job's outcome by it too.
 func outcomeEvent(o outcome, r settled, ok bool) Event {
 	ev := o.a.event(EventLockLost, o.elapsed)
 	switch {
 	case !ok:
-	case o.kind == outcomeDone:
+	case o.kind == outcomeDone, r.status == StatusCompleted:
 		ev.Kind, ev.RepeatedAs = EventCompleted, r.repeat
 	case o.kind == outcomeRequeue && o.err == nil:
 		ev.Kind, ev.RunAt = EventHandedBack, r.runAt

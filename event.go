@@ -18,7 +18,9 @@ type EventKind string
 const (
 	// EventStarted: a handler began an attempt of a job (Attempt, MaxAttempts).
 	EventStarted EventKind = "started"
-	// EventCompleted: a job succeeded and was settled in the table (Elapsed).
+	// EventCompleted: a job succeeded and was settled in the table (Elapsed). A job its handler
+	// completed with Job.CompleteTx, in a transaction that committed, is reported completed
+	// whatever the handler did after: an error it returned, or a panic, is logged, not reported.
 	EventCompleted EventKind = "completed"
 	// EventRetrying: an attempt failed (Err, Elapsed) and the job will run again at RunAt.
 	EventRetrying EventKind = "retrying"

@@ -124,7 +124,8 @@ func (j *Job[T]) Update(ctx context.Context, payload T) error {
 
 // CompleteTx completes the job inside the caller's transaction tx, under the lock of the running
 // attempt: the job's completion (and its next repeat, if any) commits together with whatever
-// else tx does, or not at all. When tx commits, the worker does not complete the job again;
+// else tx does, or not at all. When tx commits, the worker does not complete the job again, and
+// reports it completed (EventCompleted) even if the handler then returns an error or panics;
 // when it rolls back, the job is still the handler's to finish — unless another attempt has
 // taken it meanwhile: the worker then learns from the server that tx rolled back, and treats the
 // attempt as one that lost its lock (ErrLockLost, EventLockLost). For work whose effects live in

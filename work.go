@@ -245,7 +245,9 @@ func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, erro
 	case EventLockLost:
 		res.Err, res.Status = nil, "" // another attempt decides the job
 	case EventCompleted:
-		res.Status = StatusCompleted // whether retention keeps the row or not
+		// Whether retention keeps the row or not; with no error, even if the handler returned one
+		// after completing the job with Job.CompleteTx.
+		res.Err, res.Status = nil, StatusCompleted
 	}
 	return res, nil
 }
