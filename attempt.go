@@ -67,6 +67,7 @@ type attempt struct {
 	prev     *attempt  // waiting: the job's previous attempt here, its outcome not yet reported
 	leaseEnd time.Time // local, conservative estimate of lock_until
 	xact     string    // the transaction CompleteTx completed the job in; "" if none
+	nextRun  ulid.ULID // the next run CompleteTx enqueued in xact, if the job repeats
 	released bool      // its slot was freed before its handler returned (given up)
 	// forgotten: settled or abandoned, and no longer counted in its queue's held attempts.
 	forgotten bool
@@ -136,17 +137,18 @@ func (rt *runtime) beginCompleteTx(a *attempt) bool {
 }
 
 // endCompleteTx records how CompleteTx ended. With xact, the job was completed in that
-// transaction. Without (the statement failed, or matched no row), the attempt is running again:
-// its transaction cannot commit the completion, so its lease and lock are checked as any other's
-// and a takeover cancels its handler.
-func (rt *runtime) endCompleteTx(a *attempt, xact string) {
+// transaction, followed by its next run nextRun if it repeats (zero if none). Without (the
+// statement failed, or matched no row), the attempt is running again: its transaction cannot
+// commit the completion, so its lease and lock are checked as any other's and a takeover cancels
+// its handler.
+func (rt *runtime) endCompleteTx(a *attempt, xact string, nextRun ulid.ULID) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if a.state != attemptInTx {
 		return // abandoned meanwhile (cancelled)
 	}
 	if xact != "" {
-		a.xact = xact
+		a.xact, a.nextRun = xact, nextRun
 		return
 	}
 	a.state, a.xact = attemptRunning, ""

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 // A CompleteTx whose statement fails (here: the handler's transaction is already aborted) leaves
@@ -448,5 +450,50 @@ func TestCompleteTxCommittedThenHandlerFails(t *testing.T) {
 				t.Fatalf("%d jobs left, want none", n)
 			}
 		})
+	}
+}
+
+// A repeating job completed with CompleteTx is reported with its next run, as one completed by
+// the worker is (Event.RepeatedAs, WorkResult.RepeatedAs), and the worker is told of that run: it
+// starts when it is due, not at the next poll (here there is none).
+func TestCompleteTxRepeats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	complete := func(ctx context.Context, job *Job[int]) error {
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.Background())
+		if err := job.CompleteTx(ctx, tx); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	q := newQueue[int](t, b.client, "repeat-tx")
+	ev := newEvents()
+	w := must(q.NewWorker(complete, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll}))
+	first := must(q.Enqueue(t.Context(), 1, &EnqueueOptions{RepeatCount: 1, RepeatEvery: 200 * time.Millisecond}))
+	startWorker(t, w)
+	c := ev.next(t, EventCompleted)
+	if c.JobID != first.ID || c.RepeatedAs == (ulid.ULID{}) {
+		t.Fatalf("first run completed as %+v, want job %s with its next run", c, first.ID)
+	}
+	if c2 := ev.next(t, EventCompleted); c2.JobID != c.RepeatedAs || c2.RepeatedAs != (ulid.ULID{}) {
+		t.Fatalf("second run completed as %+v, want job %s, the last run", c2, c.RepeatedAs)
+	}
+
+	q1 := newQueue[int](t, b.client, "repeat-tx-one")
+	w1 := must(q1.NewWorker(complete, nil))
+	job := must(q1.Enqueue(t.Context(), 1, &EnqueueOptions{RepeatCount: 1, RepeatEvery: time.Hour}))
+	r, err := w1.WorkOne(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.JobID != job.ID || r.Kind != EventCompleted || r.RepeatedAs == (ulid.ULID{}) {
+		t.Fatalf("WorkOne = %+v, want job %s completed with its next run", r, job.ID)
+	}
+	if n := b.count("id = $1 AND status = 'scheduled'", r.RepeatedAs); n != 1 {
+		t.Fatalf("the next run %s is not scheduled", r.RepeatedAs)
 	}
 }

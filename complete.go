@@ -181,6 +181,7 @@ type settleArgs struct {
 	backDelays              []int64    // µs
 	inTxIDs, inTxTokens     [][16]byte // completed with Job.CompleteTx, and the transactions
 	inTxXacts               []string
+	inTxNext                []ulid.ULID // the next runs those transactions enqueued
 	// Limited queues whose claims may find room now (freedQueues): those woken on every end of a
 	// job, and those with only a MaxRunning, in name order.
 	freed, capped []string
@@ -245,7 +246,7 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 			// error, panicked, was stopped or given up): if that transaction committed, the row
 			// says completed, and so does the report.
 			a.inTxIDs, a.inTxTokens = append(a.inTxIDs, id), append(a.inTxTokens, token)
-			a.inTxXacts = append(a.inTxXacts, o.a.xact)
+			a.inTxXacts, a.inTxNext = append(a.inTxXacts, o.a.xact), append(a.inTxNext, o.a.nextRun)
 		}
 		switch o.kind {
 		case outcomeDone:
@@ -416,7 +417,7 @@ func readSettled(br pgx.BatchResults, a *settleArgs) (map[ulid.ULID]settled, err
 		{len(a.failIDs), func() error { return collectMoved(br, results, "fail") }},
 		{len(a.backIDs), func() error { return collectMoved(br, results, "requeue") }},
 		{len(a.inTxIDs), func() error { rows, _ := br.Query(); return collectSkipped(rows, results) }},
-		{len(a.inTxIDs), func() error { return collectInTx(br, a.inTxIDs, results) }},
+		{len(a.inTxIDs), func() error { return collectInTx(br, a, results) }},
 	} {
 		if step.n > 0 {
 			if err := step.read(); err != nil {
@@ -460,16 +461,17 @@ func collectSkipped(rows pgx.Rows, results map[ulid.ULID]settled) error {
 // collectInTx reads lost_after_rollback.sql: jobs of ids completed in their handler's
 // transaction count as completed, but for those it returns (rolled back, taken by another
 // attempt), those a statement of the batch matched (rolled back, settled here) and those it
-// skipped (the transaction is still open).
-func collectInTx(br pgx.BatchResults, ids [][16]byte, results map[ulid.ULID]settled) error {
+// skipped (the transaction is still open). A completed job's next run is the one its transaction
+// enqueued.
+func collectInTx(br pgx.BatchResults, a *settleArgs, results map[ulid.ULID]settled) error {
 	rows, _ := br.Query()
 	rolledBack, err := pgx.CollectRows(rows, scanID)
 	if err != nil {
 		return fmt.Errorf("pgqueue: complete: transaction status: %w", err)
 	}
-	for _, id := range ids {
+	for i, id := range a.inTxIDs {
 		if _, ok := results[id]; !ok && !slices.Contains(rolledBack, ulid.ULID(id)) {
-			results[id] = settled{status: StatusCompleted}
+			results[id] = settled{status: StatusCompleted, repeat: a.inTxNext[i]}
 		}
 	}
 	return nil

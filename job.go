@@ -148,8 +148,8 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	if !rt.beginCompleteTx(a) {
 		return wrapf(ErrNotHeld, "complete job %s: lock lost", j.ID)
 	}
-	xact, err := completeInTx(ctx, tx, a, rt.c.ids.next(1)[0])
-	rt.endCompleteTx(a, xact)
+	xact, repeat, err := completeInTx(ctx, tx, a, rt.c.ids.next(1)[0])
+	rt.endCompleteTx(a, xact, repeat)
 	if err != nil {
 		return wrapf(err, "complete job %s", j.ID)
 	}
@@ -157,10 +157,11 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 }
 
 // completeInTx completes a's job in tx, followed by its next run (with id next) if it repeats,
-// and returns the transaction's id. It waits for a transaction that locks the row (a heartbeat)
+// and returns the transaction's id and the next run's id (zero if none: no repeats left, or a
+// live job with its unique key is the next run). It waits for a transaction that locks the row (a heartbeat)
 // rather than skip it, as the completer does. The id goes along in the same round trip: should
 // the job's row later be found settled by another attempt, the runtime asks whether tx committed.
-func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (xact string, err error) {
+func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (xact string, repeat ulid.ULID, err error) {
 	b := &pgx.Batch{}
 	b.Queue(holdRowSQL, [16]byte(a.id), a.token)
 	b.Queue(completeRepeatSQL, [][16]byte{a.id}, [][16]byte{a.token}, [][16]byte{next}, []bool{a.q.keep})
@@ -168,24 +169,27 @@ func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (x
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return "", err
+		return "", repeat, err
 	}
 	rows, _ := br.Query()
-	var id, repeat *[16]byte
-	done, err := pgx.ForEachRow(rows, []any{&id, &repeat}, func() error { return nil })
+	var id, nextRun *[16]byte
+	done, err := pgx.ForEachRow(rows, []any{&id, &nextRun}, func() error { return nil })
 	if err != nil {
-		return "", err
+		return "", repeat, err
 	}
 	if err := br.QueryRow().Scan(&xact); err != nil {
-		return "", err
+		return "", repeat, err
 	}
 	if err := br.Close(); err != nil {
-		return "", err
+		return "", repeat, err
 	}
 	if done.RowsAffected() == 0 {
-		return "", wrapf(ErrNotHeld, "lock lost")
+		return "", repeat, wrapf(ErrNotHeld, "lock lost")
 	}
-	return xact, nil
+	if nextRun != nil {
+		repeat = *nextRun
+	}
+	return xact, repeat, nil
 }
 
 // jobRow is a claimed job as the claim statement returns it, before its payload is decoded.
