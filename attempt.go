@@ -144,8 +144,14 @@ func (rt *runtime) beginCompleteTx(a *attempt) bool {
 func (rt *runtime) endCompleteTx(a *attempt, xact string, nextRun ulid.ULID) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if a.state == attemptFinishing && a.released && xact != "" {
+		// Given up past its JobTimeout while the statement ran: the outcome that waits for the
+		// completer counts as completed if the transaction commits.
+		a.xact, a.nextRun = xact, nextRun
+		return
+	}
 	if a.state != attemptInTx {
-		return // abandoned meanwhile (cancelled)
+		return // abandoned meanwhile (cancelled), or given up
 	}
 	if xact != "" {
 		a.xact, a.nextRun = xact, nextRun

@@ -432,16 +432,18 @@ func (rt *runtime) forget(a *attempt) {
 	}
 }
 
-// giveUpOverdue gives up handlers still running ShutdownTimeout after their JobTimeout: their
-// attempts fail (and are retried, or end failed), their slots are freed, and whatever they
-// return later is ignored.
+// giveUpOverdue gives up handlers still running ShutdownTimeout after their JobTimeout, those
+// that completed their job with Job.CompleteTx too: their attempts fail (and are retried, or end
+// failed; or count as completed if that transaction committed), their slots are freed, and
+// whatever they return later is ignored.
 func (rt *runtime) giveUpOverdue(now time.Time) {
 	var overdue []*attempt
 	var tasks []handlerTask
 	rt.mu.Lock()
 	for _, a := range rt.attempts {
 		o := a.q.opts
-		if a.state == attemptRunning && !a.deadline.IsZero() && now.After(a.deadline.Add(o.ShutdownTimeout)) {
+		running := a.state == attemptRunning || a.state == attemptInTx
+		if running && !a.deadline.IsZero() && now.After(a.deadline.Add(o.ShutdownTimeout)) {
 			a.state, a.released = attemptFinishing, true
 			a.q.busy--
 			rt.busy--

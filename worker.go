@@ -79,9 +79,10 @@ type WorkerOptions struct {
 
 	// JobTimeout bounds each attempt: when it has passed, the handler's context is cancelled
 	// (cause ErrJobTimeout) and the attempt fails like a returned error. A handler that still
-	// has not returned ShutdownTimeout later is given up: its attempt is recorded as failed, its
-	// slot is freed for other jobs, and its goroutine, which Go cannot stop, is left to finish
-	// on its own (logged); whatever it returns is ignored. Defaults to 0: no limit.
+	// has not returned ShutdownTimeout later is given up: its attempt is recorded as failed (the
+	// job as completed if the handler completed it with Job.CompleteTx in a transaction that
+	// committed), its slot is freed for other jobs, and its goroutine, which Go cannot stop, is
+	// left to finish on its own (logged); whatever it returns is ignored. Defaults to 0: no limit.
 	JobTimeout time.Duration
 
 	// RetryBackoff sets the delays between attempts of jobs that have no RetryDelay of their

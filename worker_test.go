@@ -253,6 +253,49 @@ func TestJobTimeout(t *testing.T) {
 	}
 }
 
+// A handler that completed its job with CompleteTx and then ignores its context is given up
+// after its JobTimeout and ShutdownTimeout as any other: its slot frees for the next job, and its
+// job, committed, is reported completed. It was never given up, and kept its slot for good.
+func TestJobTimeoutAfterCompleteTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[string](t, b.client, "timeout-tx")
+	ev := newEvents()
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
+		if job.Payload != "stuck" {
+			return nil
+		}
+		defer close(returned)
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.Background())
+		if err := job.CompleteTx(ctx, tx); err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return err
+		}
+		<-release // ignores its context
+		return nil
+	}, &WorkerOptions{Concurrency: 1, JobTimeout: 100 * time.Millisecond, ShutdownTimeout: 200 * time.Millisecond,
+		LockDuration: 2 * time.Second, OnEvent: ev.on, PollInterval: noPoll}))
+	stuck := must(q.Enqueue(t.Context(), "stuck", nil))
+	next := must(q.Enqueue(t.Context(), "next", nil))
+	startWorker(t, w)
+	t.Cleanup(func() { // before the worker stops
+		close(release)
+		<-returned
+	})
+	ev.outcomes(t, map[ulid.ULID]EventKind{stuck.ID: EventCompleted, next.ID: EventCompleted})
+	if n := b.count("true"); n != 0 {
+		t.Fatalf("%d jobs left, want none", n)
+	}
+}
+
 // The library's log lines about single jobs are at JobLogLevel, Debug by default, so a handler
 // that logs its own failures is not doubled at Info; each names the queue, the job and the
 // attempt. A lost lock, a problem of the worker itself, stays at Warn whatever JobLogLevel says.
