@@ -66,6 +66,7 @@ type attempt struct {
 	row      *jobRow   // waiting: the row its handler gets
 	prev     *attempt  // waiting: the job's previous attempt here, its outcome not yet reported
 	leaseEnd time.Time // local, conservative estimate of lock_until
+	stopped  error     // abandoned: why (ErrLockLost, ErrCancelled); nil if handed back
 	xact     string    // the transaction CompleteTx completed the job in; "" if none
 	nextRun  ulid.ULID // the next run CompleteTx enqueued in xact, if the job repeats
 	released bool      // its slot was freed before its handler returned (given up)

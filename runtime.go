@@ -382,9 +382,10 @@ func (rt *runtime) handBack(q *queueRun, rows []*jobRow) {
 }
 
 // abandon gives up a running attempt whose lock is gone, cancelling its handler's context with
-// cause. The caller holds rt.mu.
+// cause, which it records: the context may have ended before (its JobTimeout passed), and then
+// keeps its first cause. The caller holds rt.mu.
 func (rt *runtime) abandon(a *attempt, cause error) *attempt {
-	a.state = attemptAbandoned
+	a.state, a.stopped = attemptAbandoned, cause
 	rt.forget(a)
 	a.cancel(cause)
 	return a

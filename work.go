@@ -209,7 +209,7 @@ func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attem
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if a.state == attemptAbandoned {
-		return a, context.Cause(hctx)
+		return a, a.stopped // not hctx's cause: that may be its JobTimeout, or WorkOne's end
 	}
 	return a, nil
 }

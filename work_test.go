@@ -306,3 +306,58 @@ func TestWorkOneExplainsAnUnmigratedSchema(t *testing.T) {
 		t.Fatalf("WorkOne without pgqueue's tables = %v, want ErrSchemaVersion", err)
 	}
 }
+
+// A job cancelled after its handler's context had already ended (its JobTimeout passed, or
+// WorkOne's context ended) is reported cancelled by WorkOne, as OnEvent and the row say, not as a
+// lost lock.
+func TestWorkOneCancelledAfterContextEnded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		name       string
+		jobTimeout time.Duration
+		stop       bool // the handler ends WorkOne's context
+	}{
+		{"job timeout", 100 * time.Millisecond, false},
+		{"WorkOne's context", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := newQueue[int](t, b.client, "work-cancel-"+randomName(""))
+			job := must(q.Enqueue(t.Context(), 1, nil))
+			cancelled := make(chan struct{}, 1)
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			w := must(q.NewWorker(func(hctx context.Context, j *Job[int]) error {
+				if tc.stop {
+					stop()
+				}
+				<-hctx.Done()
+				if err := q.Cancel(context.Background(), j.ID); err != nil {
+					t.Errorf("Cancel: %v", err)
+				}
+				select { // the worker has heard of it
+				case <-cancelled:
+				case <-time.After(30 * time.Second):
+					t.Error("no EventCancelled within 30s")
+				}
+				return hctx.Err()
+			}, &WorkerOptions{JobTimeout: tc.jobTimeout, HeartbeatInterval: 200 * time.Millisecond,
+				OnEvent: func(e Event) {
+					if e.Kind == EventCancelled {
+						cancelled <- struct{}{}
+					}
+				}}))
+			r, err := w.WorkOne(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.JobID != job.ID || r.Kind != EventCancelled || r.Status != StatusCancelled {
+				t.Fatalf("WorkOne = %+v, want job %s cancelled", r, job.ID)
+			}
+			if e := must(q.Job(t.Context(), job.ID)); e.Status != StatusCancelled {
+				t.Fatalf("the table says %s", e.Status)
+			}
+		})
+	}
+}
