@@ -106,7 +106,7 @@ func (rt *runtime) took(ctx context.Context, round *claimRound, all []*jobRow, l
 	if ctx.Err() != nil {
 		// Shutdown began while the claim was under way: hand the jobs back.
 		for i, w := range round.wants {
-			rt.handBack(w.q, claimed[i])
+			rt.handBack(w.q, claimed[i], round.sent.Add(w.q.opts.LockDuration))
 		}
 		return
 	}

@@ -230,22 +230,8 @@ func (rt *runtime) start(q *queueRun, rows []*jobRow, leaseEnd time.Time) {
 	var events []Event
 	rt.mu.Lock()
 	for _, r := range rows {
-		old := rt.attempts[r.id]
 		a := q.newAttempt(r, leaseEnd)
-		switch {
-		case old == nil:
-		case old.state == attemptRunning || old.state == attemptInTx:
-			lost = append(lost, rt.abandon(old, ErrLockLost))
-			if q.events.active() {
-				events = append(events, old.event(EventLockLost, now.Sub(old.started)))
-			}
-		case old.state == attemptWaiting:
-			rt.drop(old)
-		case old.state == attemptFinishing && !old.reported:
-			a.prev = old // the outcome of the job's previous attempt is yet to be reported
-		}
-		rt.attempts[a.id] = a
-		q.held++
+		lost, a.prev = rt.supersede(a, now, lost, &events)
 		q.waiting = append(q.waiting, a)
 	}
 	tasks, started := rt.startWaiting(q, now)
@@ -256,6 +242,29 @@ func (rt *runtime) start(q *queueRun, rows []*jobRow, leaseEnd time.Time) {
 	if len(lost) > 0 {
 		signal(rt.wakeFetch)
 	}
+}
+
+// supersede makes a, a new attempt of its job, the job's attempt here. An older attempt of the
+// job still held here has lost its lock (its lease ran out and the job was claimed again): a
+// running one is abandoned, appended to lost and its EventLockLost to events; a waiting one is
+// dropped; one whose outcome is yet to be reported is returned (unreported). The caller holds
+// rt.mu.
+func (rt *runtime) supersede(a *attempt, now time.Time, lost []*attempt, events *[]Event) (_ []*attempt, unreported *attempt) {
+	switch old := rt.attempts[a.id]; {
+	case old == nil:
+	case old.state == attemptRunning || old.state == attemptInTx:
+		lost = append(lost, rt.abandon(old, ErrLockLost))
+		if a.q.events.active() {
+			*events = append(*events, old.event(EventLockLost, now.Sub(old.started)))
+		}
+	case old.state == attemptWaiting:
+		rt.drop(old)
+	case old.state == attemptFinishing && !old.reported:
+		unreported = old
+	}
+	rt.attempts[a.id] = a
+	a.q.held++
+	return lost, unreported
 }
 
 // newAttempt makes the attempt of a claimed row, waiting for a slot: its handler's context is
@@ -366,19 +375,25 @@ func (q *queueRun) call(ctx context.Context, r *jobRow, a *attempt) (err error) 
 	return q.exec(ctx, r, a)
 }
 
-// handBack queues rows claimed for q to go back to the queue unstarted and uncharged; each is
-// reported as EventHandedBack once settled.
-func (rt *runtime) handBack(q *queueRun, rows []*jobRow) {
+// handBack queues rows claimed for q, under leases until leaseEnd, to go back to the queue
+// unstarted and uncharged; each is reported as EventHandedBack once settled. An older attempt of
+// a job still held here has lost it, as in start.
+func (rt *runtime) handBack(q *queueRun, rows []*jobRow, leaseEnd time.Time) {
+	now := time.Now()
+	var lost []*attempt
+	var events []Event
 	rt.mu.Lock()
 	for _, r := range rows {
-		a := &attempt{q: q, id: r.id, token: r.token, attempt: r.attempt, maxAttempts: r.maxAttempts,
-			cancel: func(error) {}, state: attemptFinishing}
-		rt.attempts[a.id] = a
-		q.held++
+		a := q.newAttempt(r, leaseEnd)
+		a.state, a.row = attemptFinishing, nil
+		// An older outcome yet to be reported is settled and reported first (takeOutcomes).
+		lost, _ = rt.supersede(a, now, lost, &events)
 		rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeRequeue})
 	}
+	q.events.emitAll(events)
 	rt.mu.Unlock()
 	signal(rt.settle)
+	rt.logLost(lost)
 }
 
 // abandon gives up a running attempt whose lock is gone, cancelling its handler's context with

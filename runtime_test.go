@@ -418,3 +418,56 @@ func TestClaimable(t *testing.T) {
 		}
 	}
 }
+
+// A job claimed as Run stops is handed back; an older attempt of that job still running here (its
+// lease ran out, and the job was taken back and claimed again) has lost it, as when such a job is
+// started: its handler's context ends with ErrLockLost and it is reported lost. It was left
+// running, unknown to the runtime: never cancelled, at shutdown either.
+func TestHandBackSupersedesAnOlderAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "handback")
+	job := must(q.Enqueue(ctx, 1, nil))
+	ev := newEvents()
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{OnEvent: ev.on}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	qr := rt.queues[0]
+	qr.events.start()
+	defer rt.closeEvents()
+	claim := func() ([]*jobRow, time.Time) {
+		t.Helper()
+		claimed, _, sent, err := rt.claim(ctx, []claimWant{{q: qr, limit: 1}})
+		if err != nil || len(claimed[0]) != 1 {
+			t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
+		}
+		return claimed[0], sent
+	}
+	rows, sent := claim()
+	old := qr.newAttempt(rows[0], sent.Add(time.Minute))
+	rt.mu.Lock()
+	hctx := qr.begin(context.Background(), old, time.Now())
+	rt.attempts[old.id] = old
+	qr.held++
+	rt.mu.Unlock()
+
+	// Taken back as a rescue does, and claimed again as Run stops.
+	b.exec("UPDATE pgqueue_jobs SET status = 'available', lock_token = NULL, lock_until = NULL WHERE id = $1", job.ID)
+	rows, sent = claim()
+	rt.handBack(qr, rows, sent.Add(time.Minute))
+	if cause := context.Cause(hctx); !errors.Is(cause, ErrLockLost) {
+		t.Fatalf("the older attempt's context: %v, want ErrLockLost", cause)
+	}
+	if e := ev.nextOf(t, job.ID); e.Kind != EventLockLost || e.Attempt != 1 {
+		t.Fatalf("event %s of attempt %d, want the first lost", e.Kind, e.Attempt)
+	}
+	if skipped, err := rt.settleOutcomes(ctx, rt.takeOutcomes()); err != nil || len(skipped) > 0 {
+		t.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
+	}
+	if e := ev.nextOf(t, job.ID); e.Kind != EventHandedBack || e.Attempt != 2 {
+		t.Fatalf("event %s of attempt %d, want the second handed back", e.Kind, e.Attempt)
+	}
+	if n := b.count("id = $1 AND status = 'available' AND attempt = 1", job.ID); n != 1 {
+		t.Fatal("the job is not available again with its second attempt uncharged")
+	}
+}
