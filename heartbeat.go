@@ -117,6 +117,7 @@ func (rt *runtime) heartbeat(ctx context.Context, all bool) {
 			// Settled or given up meanwhile, or claimed again: the entry is a newer attempt.
 		case held.extended[a.id]:
 			a.leaseEnd = sent.Add(a.q.opts.LockDuration)
+			delete(rt.cancelHeard, a.id) // a late message, about an earlier attempt of the job
 		case held.locked[a.id]:
 			// Its row is locked for a moment: the next beat extends it.
 		case a.state == attemptRunning || a.state == attemptWaiting:
@@ -125,7 +126,7 @@ func (rt *runtime) heartbeat(ctx context.Context, all bool) {
 	}
 	rt.mu.Unlock()
 	if len(gone) > 0 {
-		rt.giveUp(qctx, gone)
+		rt.giveUp(qctx, gone, attemptRunning)
 	}
 }
 
@@ -158,8 +159,9 @@ func (rt *runtime) sendBeat(ctx context.Context, b beat) (beatResult, error) {
 // locks. A job whose transaction committed needs no lease any more; one whose transaction rolled
 // back is the handler's again, and without this its lease would run out while the handler runs
 // and another process would run it a second time. An attempt the statement does not extend is
-// given up only if its transaction rolled back and another attempt holds the job; otherwise the
-// completer settles it when its handler returns.
+// given up only if its transaction rolled back and its row no longer holds its token (another
+// attempt holds the job, or it was cancelled); otherwise the completer settles it when its
+// handler returns.
 func (rt *runtime) extendInTx(ctx context.Context, b beat) {
 	qctx, cancel := context.WithTimeout(ctx, rt.heartbeatEvery)
 	defer cancel()
@@ -178,6 +180,7 @@ func (rt *runtime) extendInTx(ctx context.Context, b beat) {
 		case rt.attempts[a.id] != a:
 		case held.extended[a.id]:
 			a.leaseEnd = sent.Add(a.q.opts.LockDuration)
+			delete(rt.cancelHeard, a.id)
 		default:
 			others = append(others, a)
 		}
@@ -186,16 +189,9 @@ func (rt *runtime) extendInTx(ctx context.Context, b beat) {
 	// Not extended: its transaction is open or committed, or holds the row for a moment (an
 	// Update, a Cancel), or it rolled back and the job went to another attempt meanwhile. In
 	// that last case the handler has lost the job.
-	taken := rt.lostAfterRollback(ctx, others)
-	var lost []*attempt
-	rt.mu.Lock()
-	for _, a := range taken {
-		if rt.attempts[a.id] == a && a.state == attemptInTx {
-			lost = append(lost, rt.abandon(a, ErrLockLost))
-		}
+	if taken := rt.lostAfterRollback(ctx, others); len(taken) > 0 {
+		rt.giveUp(ctx, taken, attemptInTx)
 	}
-	rt.mu.Unlock()
-	rt.reportLost(lost)
 }
 
 // lostAfterRollback returns the attempts, of those whose handlers completed the job with
@@ -234,14 +230,16 @@ func (rt *runtime) lostAfterRollback(ctx context.Context, attempts []*attempt) [
 	return lost
 }
 
-// giveUp abandons running attempts whose lock is gone: cancelled jobs with ErrCancelled, the
-// others (taken back after their lease ran out, re-claimed, deleted) with ErrLockLost.
-func (rt *runtime) giveUp(ctx context.Context, gone []*attempt) {
+// giveUp abandons attempts whose lock is gone, if they are still in state (running, or inTx), or
+// waiting: cancelled jobs with ErrCancelled, and deleted ones a cancellation message named (Delete
+// with Cancel); the others (taken back after their lease ran out, re-claimed, deleted) with
+// ErrLockLost.
+func (rt *runtime) giveUp(ctx context.Context, gone []*attempt, state attemptState) {
 	ids := make([][16]byte, len(gone))
 	for i, a := range gone {
 		ids[i] = a.id
 	}
-	cancelled := map[ulid.ULID]bool{}
+	cancelled := map[ulid.ULID]bool{} // of the jobs whose rows are still there
 	rows, err := rt.c.pool.Query(ctx, lostStatusSQL, ids)
 	if err == nil {
 		var id ulid.ULID
@@ -260,11 +258,12 @@ func (rt *runtime) giveUp(ctx context.Context, gone []*attempt) {
 		if rt.attempts[a.id] != a {
 			continue
 		}
+		_, there := cancelled[a.id]
 		switch {
 		case a.state == attemptWaiting:
 			rt.drop(a)
-		case a.state != attemptRunning:
-		case cancelled[a.id]:
+		case a.state != state:
+		case cancelled[a.id], !there && rt.cancelHeard[a.id]: // deleted with Cancel
 			stopped = append(stopped, rt.abandon(a, ErrCancelled))
 		default:
 			lost = append(lost, rt.abandon(a, ErrLockLost))

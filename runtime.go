@@ -32,6 +32,9 @@ type runtime struct {
 	busy     int                    // handlers running, of every queue
 	released int                    // handlers given up (giveUpOverdue) and still running
 	handlers int                    // handler goroutines alive (handlers.go)
+	// cancelHeard are jobs held here that a cancellation message named, until the heartbeat has
+	// checked their rows (cancelAttempts).
+	cancelHeard map[ulid.ULID]bool
 
 	wakeFetch   chan struct{}    // a queue wants a claim, a slot freed, or outcomes were settled
 	wakeMaint   chan struct{}    // a queue wants promotion, or a rescue was asked for
@@ -100,6 +103,7 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 		c:           c,
 		byName:      make(map[string]*queueRun, len(specs)),
 		attempts:    make(map[ulid.ULID]*attempt),
+		cancelHeard: make(map[ulid.ULID]bool),
 		wakeFetch:   make(chan struct{}, 1),
 		wakeMaint:   make(chan struct{}, 1),
 		settle:      make(chan struct{}, 1),
@@ -445,6 +449,7 @@ func (rt *runtime) forget(a *attempt) {
 	a.q.held--
 	if rt.attempts[a.id] == a {
 		delete(rt.attempts, a.id)
+		delete(rt.cancelHeard, a.id)
 	}
 }
 
@@ -533,22 +538,23 @@ func (q *queueRun) onMessage(m message) {
 	}
 }
 
-// cancelAttempts stops the running attempts of q among ids: their rows have been settled by the
-// canceller.
+// cancelAttempts has the heartbeat look at once at the leases of the attempts of q among ids,
+// whose jobs were cancelled (or deleted with Cancel): it stops those whose rows the canceller
+// settled (ErrCancelled, through giveUp). It does not stop them itself: the message names jobs,
+// not attempts, and may arrive after the job was retried and claimed again here, whose new
+// attempt holds it and must go on.
 func (rt *runtime) cancelAttempts(q *queueRun, ids []ulid.ULID) {
-	var cancelled []*attempt
+	held := false
 	rt.mu.Lock()
 	for _, id := range ids {
-		switch a := rt.attempts[id]; {
-		case a == nil || a.q != q:
-		case a.state == attemptRunning || a.state == attemptInTx:
-			cancelled = append(cancelled, rt.abandon(a, ErrCancelled))
-		case a.state == attemptWaiting:
-			rt.drop(a)
+		if a := rt.attempts[id]; a != nil && a.q == q {
+			rt.cancelHeard[id], held = true, true
 		}
 	}
 	rt.mu.Unlock()
-	rt.reportCancelled(cancelled)
+	if held {
+		signal(rt.checkLeases)
+	}
 }
 
 // expireLeases gives up running attempts whose lease has surely run out by now (by the local

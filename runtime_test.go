@@ -471,3 +471,48 @@ func TestHandBackSupersedesAnOlderAttempt(t *testing.T) {
 		t.Fatal("the job is not available again with its second attempt uncharged")
 	}
 }
+
+// A cancellation message names a job, not an attempt, and may come late: after the job was
+// cancelled, retried and claimed again here (sent by hand here, while the job runs under its
+// claim). The attempt that holds the job goes on; it was cancelled, and reported so, though its
+// row was running under its token.
+func TestLateCancelMessageSparesTheAttemptHoldingTheJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "late-cancel")
+	ev := newEvents()
+	release := make(chan struct{})
+	cause := make(chan error, 1)
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			cause <- context.Cause(ctx)
+			return ctx.Err()
+		}
+	}, &WorkerOptions{OnEvent: ev.on, PollInterval: noPoll}))
+	startWorker(t, w)
+	waitListening(t, b.client, 1)
+	job := must(q.Enqueue(t.Context(), 1, nil))
+	if e := ev.nextOf(t, job.ID); e.Kind != EventStarted {
+		t.Fatalf("event %s, want started", e.Kind)
+	}
+	b.exec("SELECT pgqueue_notify($1)", formatMessage(msgCancelled, q.Name(), []ulid.ULID{job.ID}))
+	for quiet := time.After(time.Second); quiet != nil; {
+		select {
+		case err := <-cause:
+			t.Fatalf("the handler's context ended with %v", err)
+		case e := <-ev.ch:
+			if e.JobID == job.ID {
+				t.Fatalf("event %s of the job, want none", e.Kind)
+			}
+		case <-quiet:
+			quiet = nil
+		}
+	}
+	close(release)
+	if e := ev.nextOf(t, job.ID); e.Kind != EventCompleted || e.Attempt != 1 {
+		t.Fatalf("event %s of attempt %d, want the first completed", e.Kind, e.Attempt)
+	}
+}
