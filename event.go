@@ -28,8 +28,9 @@ const (
 	// table.
 	EventFailed EventKind = "failed"
 	// EventLockLost: the worker lost a job's lock (its lease ran out, or the row was changed or
-	// deleted under it). The handler's context was cancelled with ErrLockLost and the attempt's
-	// outcome is discarded; whoever holds the job now decides it.
+	// deleted under it). Found while the handler ran, its context was cancelled with ErrLockLost;
+	// found when its outcome was to be saved, the handler had returned already. Either way the
+	// attempt's outcome is discarded; whoever holds the job now decides it.
 	EventLockLost EventKind = "lock_lost"
 	// EventDrained: the queue had no runnable job left and every job this worker took was
 	// settled. Reported once each time the worker goes from busy to idle, and at start when the
@@ -82,8 +83,9 @@ type Event struct {
 	// a repeating job); zero otherwise.
 	RepeatedAs ulid.ULID
 	// Elapsed is how long the handler ran: until it returned (EventCompleted, EventRetrying,
-	// EventFailed, EventSnoozed, EventHandedBack), or until the worker gave it up
-	// (EventCancelled, EventLockLost).
+	// EventFailed, EventSnoozed, EventHandedBack, and EventLockLost found when the outcome was
+	// to be saved), or until the worker gave it up (EventCancelled, EventLockLost found while it
+	// ran).
 	Elapsed time.Duration
 	// WorkerID is the client's Config.ID: the process that ran the job, as pgqueue_jobs.locked_by
 	// names it while the job runs.
