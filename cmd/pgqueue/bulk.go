@@ -75,7 +75,9 @@ how many jobs match and asks for confirmation, then ` + act.verb + `s them in ba
 of --batch jobs, one transaction each, with a progress bar on a terminal. --yes
 skips the question; without --yes, when standard input is not a terminal, it
 refuses with exit code 4. --dry-run only counts. Times are durations before now
-(1h, 30m) or RFC 3339 times.
+(1h, 30m) or RFC 3339 times. Without --until (and, when every status is a
+finished one, without --finished-until) the filter ends at the moment of
+counting, so jobs that arrive while the question waits are left alone.
 
 --json by id: [{"id": "...", "result": "` + act.past + `"}, {"id": "...", "error": "..."}]
 --json by filter: {"matched": N, "` + act.past + `": N} ("` + act.past + `" left out with --dry-run)`,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +105,7 @@ func (a *app) bulkByFilter(ctx context.Context, act *bulkAction, f *filterFlags)
 	if err != nil {
 		return err
 	}
+	endAt(&jf, now)
 	matched, err := client.CountJobs(ctx, jf)
 	if err != nil {
 		return err
@@ -122,6 +124,22 @@ func (a *app) bulkByFilter(ctx context.Context, act *bulkAction, f *filterFlags)
 		return fmt.Errorf("after %d jobs %s: %w", changed, act.past, err)
 	}
 	return a.printBulkFilter(act, matched, &changed)
+}
+
+// endAt ends an open-ended filter at now, the moment of counting, so that the command acts on
+// the jobs it counted and not on those that arrive while the question waits for an answer: jobs
+// enqueued from now on are left out and, when the filter selects finished statuses only, so are
+// jobs that finish from now on.
+func endAt(jf *pgqueue.JobFilter, now time.Time) {
+	if jf.EnqueuedBefore.IsZero() {
+		jf.EnqueuedBefore = now
+	}
+	finished := func(s pgqueue.Status) bool {
+		return s == pgqueue.StatusCompleted || s == pgqueue.StatusFailed || s == pgqueue.StatusCancelled
+	}
+	if jf.FinishedBefore.IsZero() && !slices.ContainsFunc(jf.Statuses, func(s pgqueue.Status) bool { return !finished(s) }) {
+		jf.FinishedBefore = now
+	}
 }
 
 // printBulkFilter prints the outcome of a bulk command by filter; changed is nil when nothing

@@ -3,18 +3,23 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/pgqueue/pgqueue"
 )
 
 // The tests here give the command a pseudo-terminal, as a person at a terminal would: they answer
@@ -127,6 +132,59 @@ func TestConfirmOnATerminal(t *testing.T) {
 	})
 	if stdout.String() != "5 jobs retried\n" || e.stats()["emails"].Available != 5 {
 		t.Errorf("answered y: %q, %+v", stdout.String(), e.stats()["emails"])
+	}
+}
+
+func TestConfirmActsOnTheJobsCounted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	q, err := pgqueue.NewQueue[json.RawMessage](e.client, "emails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue := func(n int, opts *pgqueue.EnqueueOptions) []ulid.ULID {
+		t.Helper()
+		ids, err := q.EnqueueMany(t.Context(), slices.Repeat([]json.RawMessage{json.RawMessage(`{}`)}, n), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	// answer starts the command, and runs meanwhile while it waits for its answer, then says y.
+	answer := func(question string, meanwhile func(), args ...string) string {
+		t.Helper()
+		term := openTerminal(t)
+		cmd := e.command(args...)
+		var stdout syncBuffer
+		cmd.Stdout = &stdout
+		done := term.start(t, cmd)
+		waitFor(t, "the question", func() bool { return strings.Contains(term.seen.String(), question+" [y/N] ") })
+		meanwhile()
+		if _, err := term.master.Write([]byte("y\n")); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitCode(t, done, term); code != 0 {
+			t.Fatalf("answered y: exit %d:\n%s", code, term.seen.String())
+		}
+		return stdout.String()
+	}
+
+	// Jobs enqueued while the question waits were not counted, and are left alone.
+	enqueue(2, nil)
+	out := answer("Cancel 2 jobs?", func() { enqueue(5, nil) }, "cancel", "--queue", "emails", "--status", "available")
+	if s := e.stats()["emails"]; out != "2 jobs cancelled\n" || s.Cancelled != 2 || s.Available != 5 {
+		t.Errorf("jobs enqueued during the question: %q, %+v", out, s)
+	}
+
+	// So are jobs, enqueued before, that finish while the question waits.
+	later := enqueue(1, &pgqueue.EnqueueOptions{Delay: time.Hour})[0]
+	out = answer("Delete 2 jobs?", func() {
+		if err := e.client.CancelJob(t.Context(), later); err != nil {
+			t.Fatal(err)
+		}
+	}, "delete", "--queue", "emails", "--status", "cancelled")
+	if s := e.stats()["emails"]; out != "2 jobs deleted\n" || s.Cancelled != 1 {
+		t.Errorf("a job finished during the question: %q, %+v", out, s)
 	}
 }
 
