@@ -111,8 +111,11 @@ func (a *app) bulkByFilter(ctx context.Context, act *bulkAction, f *filterFlags)
 		return err
 	}
 	fmt.Fprintf(a.std.err, "%d jobs match: %s\n", matched, describeFilter(jf))
-	if f.dryRun || matched == 0 {
+	if f.dryRun {
 		return a.printBulkFilter(act, matched, nil)
+	}
+	if matched == 0 {
+		return a.printBulkFilter(act, 0, &matched) // nothing to ask about: 0 jobs changed
 	}
 	if err := a.confirm(fmt.Sprintf("%s %d jobs?", capitalize(act.verb), matched), f.yes); err != nil {
 		return err
