@@ -201,3 +201,49 @@ func TestCrossOriginRefused(t *testing.T) {
 		t.Errorf("same-origin POST: %d, want 303", status)
 	}
 }
+
+// TestAllowedHosts: a site whose name is rebound to the dashboard's address sends the dashboard
+// its own name as Host, and as Origin on a POST; only AllowedHosts keeps it out.
+func TestAllowedHosts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &Options{AllowedHosts: []string{"localhost", "127.0.0.1", "[::1]"}})
+	q := queue(t, b.client, "emails")
+	enqueue(t, q, `{}`, nil)
+	send := func(method, path, host string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, b.url(path), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := b.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, host := range []string{"evil.example:8080", "evil.example", "localhost.evil.example"} {
+		for _, path := range []string{"/", "/queues/emails", "/assets/app.css", "/events"} {
+			if status := send(http.MethodGet, path, host); status != http.StatusMisdirectedRequest {
+				t.Errorf("GET %s with Host %s: %d, want 421", path, host, status)
+			}
+		}
+		if status := send(http.MethodPost, "/queues/emails/pause", host); status != http.StatusMisdirectedRequest {
+			t.Errorf("POST pause with Host %s: %d, want 421", host, status)
+		}
+	}
+	if st, _ := q.Stats(t.Context()); st.Paused {
+		t.Fatal("a request to another host paused the queue")
+	}
+	for _, host := range []string{"localhost:8080", "LOCALHOST", "127.0.0.1", "[::1]:9000"} {
+		if status := send(http.MethodGet, "/", host); status != http.StatusOK {
+			t.Errorf("GET / with Host %s: %d, want 200", host, status)
+		}
+	}
+	if status := send(http.MethodPost, "/queues/emails/pause", "localhost:8080"); status != http.StatusSeeOther {
+		t.Errorf("POST pause with Host localhost:8080: %d, want 303", status)
+	}
+}

@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"net"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // The security model, in one place:
@@ -16,6 +18,28 @@ import (
 //     breaks forms served by one replica and posted to another, or across a restart.
 //     Session cookies are the application's; SameSite=Lax or Strict on them adds a second wall.
 //   - In read-only mode every POST is refused before the above, and no action is rendered.
+//   - With Options.AllowedHosts, a request whose Host is not one of them is refused before
+//     anything else: a site rebound to the dashboard's address (DNS rebinding) is same-origin
+//     with it for the browser, Origin and Host alike, and only its name tells it apart.
+
+// hostName returns the host of a Host header or an Options.AllowedHosts entry as AllowedHosts
+// compares it: without port and brackets, in lower case.
+func hostName(host string) string {
+	if name, _, err := net.SplitHostPort(host); err == nil {
+		host = name
+	}
+	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+}
+
+// hostAllowed reports whether r's Host is one of Options.AllowedHosts, or none are set; if not,
+// it answers 421.
+func (h *Handler) hostAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if h.hosts == nil || h.hosts[hostName(r.Host)] {
+		return true
+	}
+	http.Error(w, "Misdirected request: this dashboard does not answer to that host name.", http.StatusMisdirectedRequest)
+	return false
+}
 
 // viewing wraps a page's handler: it asks Authorize for ActionView first.
 func (h *Handler) viewing(next http.HandlerFunc) http.HandlerFunc {

@@ -27,6 +27,7 @@ type Handler struct {
 	hub     *hub
 	sampler *sampler
 	csrf    *http.CrossOriginProtection
+	hosts   map[string]bool // Options.AllowedHosts by hostName; nil: every host
 
 	ctx    context.Context // ends at Close: ends the event streams and background goroutines
 	cancel context.CancelFunc
@@ -62,6 +63,12 @@ func New(client *pgqueue.Client, opts *Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{client: client, opts: o, pages: p, csrf: csrf}
+	for _, host := range o.AllowedHosts {
+		if h.hosts == nil {
+			h.hosts = map[string]bool{}
+		}
+		h.hosts[hostName(host)] = true
+	}
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "Refused: a request from another site cannot change anything here.")
 	}))
@@ -98,6 +105,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("X-Frame-Options", "DENY")
 	hdr.Set("Referrer-Policy", "same-origin")
+	if !h.hostAllowed(w, r) {
+		return
+	}
 	if r.URL.Path == "" {
 		// Mounted with StripPrefix and asked for the prefix itself ("/pgqueue"): on to
 		// "/pgqueue/", relative to the request, so that the pages' relative links resolve under

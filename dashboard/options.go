@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 )
@@ -75,6 +76,15 @@ type Options struct {
 	// none.
 	TrustedOrigins []string
 
+	// AllowedHosts, if set, are the only hosts the Handler answers to: a request whose Host
+	// header names another, whatever its port, is refused with 421 Misdirected Request before
+	// anything is read or done. Names are compared without regard to case; an IPv6 address may
+	// be written with or without brackets; no port. For a dashboard served without login on a
+	// loopback address, e.g. {"localhost", "127.0.0.1", "::1"}: a site whose name is rebound to
+	// that address (DNS rebinding) is same-origin with the dashboard for the browser, and only
+	// the Host header tells it apart. Defaults to none: every host.
+	AllowedHosts []string
+
 	// PageSize is how many jobs a page of a queue lists. Defaults to PageSizeDefault; at most
 	// PageSizeMax.
 	PageSize int
@@ -112,6 +122,11 @@ func (o Options) validate() error {
 		return fmt.Errorf("dashboard: Options.History %s is shorter than Options.SampleEvery %s", o.History, o.SampleEvery)
 	case o.History/o.SampleEvery > maxSamples:
 		return fmt.Errorf("dashboard: Options.History %s holds more than %d samples of %s", o.History, maxSamples, o.SampleEvery)
+	}
+	for _, host := range o.AllowedHosts {
+		if _, _, err := net.SplitHostPort(host); err == nil || hostName(host) == "" {
+			return fmt.Errorf("dashboard: Options.AllowedHosts: %q is not a host without a port", host)
+		}
 	}
 	return nil
 }

@@ -21,6 +21,8 @@ func TestNewValidatesOptions(t *testing.T) {
 		{Options{SampleEvery: time.Minute, History: time.Second}, "History"},
 		{Options{SampleEvery: 100 * time.Millisecond, History: 24 * time.Hour}, "History"},
 		{Options{TrustedOrigins: []string{"not an origin"}}, "TrustedOrigins"},
+		{Options{AllowedHosts: []string{"localhost:8080"}}, "AllowedHosts"},
+		{Options{AllowedHosts: []string{""}}, "AllowedHosts"},
 	} {
 		if _, err := New(b.client, &c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v): %v, want an error about %s", c.opts, err, c.want)

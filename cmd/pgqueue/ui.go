@@ -28,8 +28,10 @@ func (a *app) uiCommand() *cobra.Command {
 wait, a queue's jobs, a job's payload and errors, and actions on jobs one by one
 or by filter, updated live. It listens on 127.0.0.1:8080 by default; it has no
 login of its own, so keep it on a loopback address (or behind a proxy that
-authenticates). --read-only serves it without any action. Runs until Ctrl-C or
-a signal.
+authenticates). On a loopback address it answers only to the host names
+localhost, 127.0.0.1, [::1] and the one --addr gives (any port), which keeps
+out a site whose name is rebound to the address. --read-only serves it without
+any action. Runs until Ctrl-C or a signal.
 
 Prints the address it serves once it listens (--json: one line, {"url": "http://..."}).`,
 		Example: "  pgqueue ui\n  pgqueue ui --addr 127.0.0.1:9000 --read-only",
@@ -49,17 +51,19 @@ func (a *app) serveUI(ctx context.Context, addr string, readOnly bool) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(a.std.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := dashboard.New(client, &dashboard.Options{ReadOnly: readOnly, Logger: logger})
-	if err != nil {
-		return err
-	}
-	defer h.Close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	a.announceUI(ln.Addr().(*net.TCPAddr), readOnly)
+	bound := ln.Addr().(*net.TCPAddr)
+	logger := slog.New(slog.NewTextHandler(a.std.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := dashboard.New(client, &dashboard.Options{ReadOnly: readOnly, Logger: logger, AllowedHosts: allowedHosts(addr, bound)})
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer h.Close()
+	a.announceUI(bound, readOnly)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -77,6 +81,21 @@ func (a *app) serveUI(ctx context.Context, addr string, readOnly bool) error {
 		return served
 	}
 	return err
+}
+
+// allowedHosts are the hosts the dashboard answers to when it listens on a loopback address, any
+// port: the loopback names and addresses, the address it listens on and the host --addr gave.
+// A site whose name is rebound to the address (DNS rebinding) is refused. Nil, every host,
+// when it listens on another address.
+func allowedHosts(addr string, bound *net.TCPAddr) []string {
+	if !bound.IP.IsLoopback() {
+		return nil
+	}
+	hosts := []string{"localhost", "127.0.0.1", "::1", bound.IP.String()}
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
+		hosts = append(hosts, host)
+	}
+	return hosts
 }
 
 // announceUI prints the dashboard's URL, and a warning when it is reachable from other machines.

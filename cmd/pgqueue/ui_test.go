@@ -99,6 +99,49 @@ func TestUIReadOnly(t *testing.T) {
 	}
 }
 
+// TestUIRefusesOtherHosts: on loopback, a page of a site whose name is rebound to the address
+// sends its own name as Host, and as Origin; the dashboard answers only to loopback names.
+func TestUIRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.ok("", "enqueue", "emails", "{}")
+	base, stop := e.startUI()
+	defer stop()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(method, path, host string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	evil := "evil.example:" + u.Port()
+	if status := send(http.MethodGet, "", evil); status != http.StatusMisdirectedRequest {
+		t.Errorf("GET with Host %s: %d, want 421", evil, status)
+	}
+	if status := send(http.MethodPost, "queues/emails/pause", evil); status != http.StatusMisdirectedRequest || e.stats()["emails"].Paused {
+		t.Errorf("POST pause with Host %s: %d, want 421 and the queue running", evil, status)
+	}
+	for _, host := range []string{u.Host, "localhost:" + u.Port(), "[::1]:" + u.Port()} {
+		if status := send(http.MethodGet, "", host); status != http.StatusOK {
+			t.Errorf("GET with Host %s: %d, want 200", host, status)
+		}
+	}
+}
+
 // get fetches url and returns its body, failing the test unless the answer is 200.
 func get(t *testing.T, client *http.Client, url string) string {
 	t.Helper()
