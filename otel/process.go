@@ -3,6 +3,7 @@ package pgqueueotel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/pgqueue/pgqueue"
@@ -20,7 +21,8 @@ import (
 // belongs to its enqueuer's trace. The span also links to that context, as the messaging
 // conventions ask. It carries the job's id, attempt and outcome (pgqueue.job.outcome: completed,
 // retrying, failed, snoozed, cancelled, lock_lost or handed_back), and error status when the
-// chain returns an error other than a Snooze. A job enqueued without a trace context gets a span
+// chain returns an error other than a Snooze or panics (the panic is recovered, recorded as a
+// *pgqueue.PanicError and raised again for the worker). A job enqueued without a trace context gets a span
 // under the handler's context, without link. At the start, pgqueue.job.wait records the
 // attempt's wait in line.
 //
@@ -54,8 +56,12 @@ func (i *Instrumentation) process(ctx context.Context, job *pgqueue.JobInfo, nex
 	ctx, span := i.tracer.Start(parent, operationProcess+" "+job.Queue, opts...)
 	returned := false
 	defer func() {
-		if !returned { // the chain panicked: the worker records it and retries or fails the job
-			span.SetStatus(codes.Error, "handler panicked")
+		if v := recover(); v != nil {
+			panicked(ctx, span, job, v)
+			panic(v) // on to the worker, which records it and retries or fails the job
+		}
+		if !returned { // runtime.Goexit
+			span.SetStatus(codes.Error, "handler did not return")
 		}
 		span.End()
 	}()
@@ -67,6 +73,17 @@ func (i *Instrumentation) process(ctx context.Context, job *pgqueue.JobInfo, nex
 		failSpan(span, err)
 	}
 	return err
+}
+
+// panicked ends the span of an attempt of job whose chain panicked with v under ctx, as the
+// worker will see it: a *pgqueue.PanicError, recorded with the stack of the panic, the span's
+// status and error.type, and the outcome the worker gives that error.
+func panicked(ctx context.Context, span trace.Span, job *pgqueue.JobInfo, v any) {
+	err := &pgqueue.PanicError{Value: v}
+	span.SetAttributes(keyJobOutcome.String(outcomeOf(ctx, job, err)), keyErrorType.String(fmt.Sprintf("%T", err)))
+	span.RecordError(err, trace.WithStackTrace(true))
+	span.SetStatus(codes.Error, err.Error())
+	span.End()
 }
 
 // outcomeOf tells what the worker makes of an attempt of job that returned err under ctx, as it

@@ -3,10 +3,12 @@ package pgqueueotel
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgqueue/pgqueue"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/trace"
@@ -152,20 +154,43 @@ func TestProcessWithoutTraceContext(t *testing.T) {
 	}
 }
 
-// A handler that panics ends its span with an error status; the worker retries the job.
+// A handler that panics ends its span with an error status, the panic recorded as the
+// *PanicError the worker records, with its stack, error.type and the outcome: retrying, or failed
+// on the last attempt. The worker still recovers the panic, with the handler's stack.
 func TestProcessPanic(t *testing.T) {
 	ctx := context.Background()
 	tel := newTelemetry(t)
-	emails := newQueue[email](t, newClient(t, newPool(t, newSchema(t)), tel, pgqueue.Config{}), "emails")
-	if _, err := emails.Enqueue(ctx, email{"a@x"}, nil); err != nil {
-		t.Fatalf("Enqueue: %v", err)
-	}
-	res := workOne(t, emails, func(context.Context, *pgqueue.Job[email]) error { panic("no mail today") })
-	if res.Kind != pgqueue.EventRetrying {
-		t.Errorf("result %v, want retrying", res.Kind)
-	}
-	if st := tel.onlySpan(t, "process emails").Status(); st.Code != codes.Error {
-		t.Errorf("status %v, want error", st)
+	client := newClient(t, newPool(t, newSchema(t)), tel, pgqueue.Config{})
+	for queue, c := range map[string]struct {
+		max     int
+		kind    pgqueue.EventKind
+		outcome string
+	}{"emails": {3, pgqueue.EventRetrying, "retrying"}, "reports": {1, pgqueue.EventFailed, "failed"}} {
+		q := newQueue[email](t, client, queue)
+		if _, err := q.Enqueue(ctx, email{"a@x"}, &pgqueue.EnqueueOptions{MaxAttempts: c.max}); err != nil {
+			t.Fatalf("Enqueue: %v", err)
+		}
+		res := workOne(t, q, func(context.Context, *pgqueue.Job[email]) error { panic("no mail today") })
+		var perr *pgqueue.PanicError
+		if res.Kind != c.kind || !errors.As(res.Err, &perr) || perr.Value != "no mail today" || !strings.Contains(perr.Stack, "TestProcessPanic") {
+			t.Errorf("%s: result %v, %#v; want %v with the handler's panic and stack", queue, res.Kind, res.Err, c.kind)
+		}
+		span := tel.onlySpan(t, "process "+queue)
+		if st := span.Status(); st.Code != codes.Error || st.Description != "panic: no mail today" {
+			t.Errorf("%s: status %v, want error, panic: no mail today", queue, st)
+		}
+		wantAttrs(t, span, keyJobOutcome.String(c.outcome), keyErrorType.String("*pgqueue.PanicError"))
+		events := span.Events()
+		if len(events) != 1 || events[0].Name != "exception" {
+			t.Fatalf("%s: events %v, want one exception", queue, events)
+		}
+		recorded := map[attribute.Key]string{}
+		for _, kv := range events[0].Attributes {
+			recorded[kv.Key] = kv.Value.AsString()
+		}
+		if recorded["exception.message"] != "panic: no mail today" || !strings.Contains(recorded["exception.stacktrace"], "TestProcessPanic") {
+			t.Errorf("%s: exception %v, want the panic with the handler's stack", queue, recorded)
+		}
 	}
 	if n := counter(t, tel.collect(t), "pgqueue.jobs.retried", "emails"); n != 1 {
 		t.Errorf("pgqueue.jobs.retried = %d, want 1", n)
