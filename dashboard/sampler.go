@@ -21,7 +21,9 @@ import (
 // for the intervals the watch ran throughout — while a page of the dashboard was open, plus a
 // short linger. Other intervals are gaps in the chart, not zeros: the chart never claims that
 // nothing ran when it was not looking. (Workers name every job they settle in their
-// notifications while a watch runs, so the count is exact for those intervals.)
+// notifications while a watch runs, so the count is exact for those intervals.) The count does
+// not depend on Stats: it is kept when Stats cannot be read. A queue Stats no longer lists is
+// forgotten once its history is all zeros.
 
 // sampler keeps the recent history of every queue.
 type sampler struct {
@@ -103,28 +105,86 @@ func (s *sampler) sample(ctx context.Context) {
 		if ctx.Err() == nil {
 			s.logger.Warn("dashboard: sample stats", "error", err)
 		}
-		st = &pgqueue.Stats{}
+		st = nil
 	}
-	perSecond := 1 / s.every.Seconds()
+	if !covered {
+		finished = nil
+	}
+	s.record(st, finished, 1/s.every.Seconds())
+}
+
+// record records st and the watch's counts of finished jobs by queue as the latest sample, then
+// prunes. A nil st (not read) leaves the counts and waits a gap, a nil finished (the watch did not
+// run throughout) the throughput. A queue st leaves out has no jobs; the jobs finished are
+// recorded for every queue the watch named, whether st lists it or not.
+func (s *sampler) record(st *pgqueue.Stats, finished map[string]int, perSecond float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pos := s.ticks % s.size
 	s.ticks++
-	for _, h := range s.series { // a queue missing from this sample has a gap
+	var listed []pgqueue.QueueStats
+	if st != nil {
+		listed = st.Queues
+	}
+	for _, q := range listed {
+		s.historyOf(q.Queue)
+	}
+	for queue := range finished {
+		s.historyOf(queue)
+	}
+	for queue, h := range s.series {
 		h.available[pos], h.wait[pos], h.finished[pos] = math.NaN(), math.NaN(), math.NaN()
+		if st != nil {
+			h.available[pos], h.wait[pos] = 0, 0
+		}
+		if finished != nil {
+			h.finished[pos] = float64(finished[queue]) * perSecond
+		}
 	}
-	for _, q := range st.Queues {
+	for _, q := range listed {
 		h := s.series[q.Queue]
-		if h == nil {
-			h = &history{available: nans(s.size), wait: nans(s.size), finished: nans(s.size)}
-			s.series[q.Queue] = h
-		}
-		h.available[pos] = float64(q.Available)
-		h.wait[pos] = q.OldestWait.Seconds()
-		if covered {
-			h.finished[pos] = float64(finished[q.Queue]) * perSecond
+		h.available[pos], h.wait[pos] = float64(q.Available), q.OldestWait.Seconds()
+	}
+	if st != nil {
+		s.prune(listed)
+	}
+}
+
+// historyOf returns queue's history, made empty if it has none. The caller holds s.mu.
+func (s *sampler) historyOf(queue string) *history {
+	h := s.series[queue]
+	if h == nil {
+		h = &history{available: nans(s.size), wait: nans(s.size), finished: nans(s.size)}
+		s.series[queue] = h
+	}
+	return h
+}
+
+// prune forgets the history of every queue that listed leaves out and whose samples are all zeros
+// and gaps, so that the memory kept does not grow with every queue name ever seen. The caller
+// holds s.mu.
+func (s *sampler) prune(listed []pgqueue.QueueStats) {
+	keep := make(map[string]bool, len(listed))
+	for _, q := range listed {
+		keep[q.Queue] = true
+	}
+	for queue, h := range s.series {
+		if !keep[queue] && h.empty() {
+			delete(s.series, queue)
 		}
 	}
+}
+
+// empty reports whether h holds nothing but zeros and gaps.
+func (h *history) empty() bool {
+	for _, ring := range [][]float64{h.available, h.wait, h.finished} {
+		for _, v := range ring {
+			if v != 0 && !math.IsNaN(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // nans returns n NaNs.
