@@ -109,6 +109,18 @@ func (c *Client) CountJobs(ctx context.Context, f JobFilter) (int, error) {
 	return n, nil
 }
 
+// Now returns the database's clock, by which jobs' times (CreatedAt, FinishedAt, RunAt) are
+// written. A JobFilter that ends there (EnqueuedBefore, FinishedBefore) when its jobs are
+// counted selects the same jobs in an operation run later, after asking, whatever this
+// machine's clock says: jobs that arrive or finish meanwhile are left out.
+func (c *Client) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := c.pool.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
+		return time.Time{}, wrapf(err, "read the database clock")
+	}
+	return now, nil
+}
+
 // RetryJobs retries every job the filter keeps, as RetryJob does one: a failed, cancelled or
 // kept completed job gets a fresh set of attempts and runs now (a completed run of a repeating
 // job without repeating), a scheduled one runs ahead of its time; running and available jobs are

@@ -80,6 +80,29 @@ func TestRetryJobsByFilter(t *testing.T) {
 	}
 }
 
+// Now reads the clock that writes the jobs' times: a job enqueued between two readings was
+// created between them.
+func TestNow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "bulk")
+	before, err := b.client.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := q.Enqueue(t.Context(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := b.client.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.CreatedAt.Before(before) || !job.CreatedAt.Before(after) {
+		t.Errorf("a job created at %v, between readings %v and %v", job.CreatedAt, before, after)
+	}
+}
+
 // A bulk retry leaves a failed job whose unique key a live job holds as it is, and of several
 // failed jobs sharing a key retries the first only; a scheduled job runs now.
 func TestRetryJobsUniqueKeys(t *testing.T) {

@@ -84,7 +84,12 @@ func (h *Handler) bulkPage(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	if q.Get("review") == "1" {
-		before := time.Now()
+		// The filter ends now by the database's clock, which writes the jobs' times.
+		before, err := h.client.Now(r.Context())
+		if err != nil {
+			h.serverError(w, r, "read the database clock", err)
+			return
+		}
 		f, a, err := d.Form.filter(before)
 		if err != nil {
 			d.Error, status = err.Error(), http.StatusBadRequest

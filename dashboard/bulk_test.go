@@ -4,10 +4,12 @@ import (
 	"errors"
 	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/pgqueue/pgqueue"
@@ -61,6 +63,40 @@ func TestBulkRetry(t *testing.T) {
 	}
 	if _, body := b.get(t, "/queues/emails?status=failed&flash=bulk_retry&n=3"); !strings.Contains(body, "Retried 3 jobs.") {
 		t.Error("no flash after the bulk retry")
+	}
+}
+
+// TestBulkCountEndsByTheDatabaseClock: the filter of a count ends at the database's now, by which
+// the jobs' times are written, not at the application's: here the application's clock reads
+// midnight, 1 January 2000 (a synctest bubble's), and the jobs failed just now.
+func TestBulkCountEndsByTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	q := queue(t, b.client, "emails")
+	for range 3 {
+		enqueue(t, q, `{}`, nil)
+	}
+	failJobs(t, b.client, q, 3, "boom")
+	from, err := b.client.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec *httptest.ResponseRecorder
+	synctest.Test(t, func(t *testing.T) {
+		rec = httptest.NewRecorder()
+		b.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/bulk?queue=emails&status=failed&action=retry&review=1", nil))
+	})
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK || !strings.Contains(body, `data-testid="bulk-count">3<`) {
+		t.Fatalf("review: %d, want 3 jobs counted:\n%s", rec.Code, body)
+	}
+	to, err := b.client.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := time.Parse(time.RFC3339Nano, confirmForm(t, body).Get("before"))
+	if err != nil || before.Before(from) || before.After(to) {
+		t.Errorf("the count's end %v (%v), want between the database's %v and %v", before, err, from, to)
 	}
 }
 
