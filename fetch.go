@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -502,6 +503,9 @@ func (rt *runtime) claimFailed(ctx context.Context, f *claimFailure) {
 	}
 	err := f.err
 	f.rounds, f.err = nil, nil
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return // Run is ending, and its end cut the claim short (taking a connection): no error
+	}
 	signal(rt.wakeMaint)
 	rt.reportError(qs, "pgqueue: claim jobs", fmt.Errorf("pgqueue: claim: %w", err))
 	pause := time.NewTimer(retryDelay(f.inRow))

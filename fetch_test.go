@@ -143,3 +143,35 @@ func TestClaimPlannedWithoutJIT(t *testing.T) {
 	})
 	t.Logf("JIT available: %t", jitAvailable)
 }
+
+// A claim cut short by the end of Run (its connection not yet taken when the context ended) is
+// no error: no EventError reaches OnEvent, and nothing is logged as a failed claim.
+func TestClaimCutShortByShutdownIsNoError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	evs := newEvents()
+	w := must(newQueue[int](t, b.client, "cut-short").NewWorker(func(context.Context, *Job[int]) error { return nil },
+		&WorkerOptions{OnEvent: evs.on}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	q := rt.queues[0]
+	q.events.start()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	p := &claimPipe{rt: rt}
+	round := newClaimRound([]claimWant{{q: q, limit: 10}})
+	err := p.send(ctx, round)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("sending a claim with its context ended: %v, want context.Canceled", err)
+	}
+	var f claimFailure
+	f.add(err, append(p.discard(), round)...)
+	rt.claimFailed(ctx, &f)
+	if !q.events.close(time.Second) {
+		t.Fatal("the events were not delivered within a second")
+	}
+	for len(evs.ch) > 0 {
+		if ev := <-evs.ch; ev.Kind == EventError {
+			t.Fatalf("a claim cut short by shutdown was reported: %v", ev.Err)
+		}
+	}
+}
