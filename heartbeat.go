@@ -190,7 +190,9 @@ func (rt *runtime) extendInTx(ctx context.Context, b beat) {
 	// Update, a Cancel), or it rolled back and the job went to another attempt meanwhile. In
 	// that last case the handler has lost the job.
 	if taken := rt.lostAfterRollback(ctx, others); len(taken) > 0 {
-		rt.giveUp(ctx, taken, attemptInTx)
+		gctx, cancel := context.WithTimeout(ctx, rt.heartbeatEvery) // as every heartbeat statement
+		defer cancel()
+		rt.giveUp(gctx, taken, attemptInTx)
 	}
 }
 
