@@ -50,7 +50,7 @@ func (rt *runtime) completeLoop(ctx context.Context) {
 			continue
 		}
 		failures = 0
-		skipped.add(left, rt.heartbeatEvery)
+		skipped.add(rt, left)
 	}
 }
 
@@ -68,12 +68,18 @@ type skippedOutcomes struct {
 	at       time.Time // when the first of them is due again
 }
 
-// add notes the outcomes a settle skipped.
-func (s *skippedOutcomes) add(skipped []outcome, most time.Duration) {
+// add notes the outcomes a settle skipped. Until they are settled again, a newer outcome of any
+// of their jobs waits (takeOutcomes).
+func (s *skippedOutcomes) add(rt *runtime, skipped []outcome) {
 	if len(skipped) == 0 {
 		return
 	}
-	at := time.Now().Add(skipPause(skipped, most))
+	rt.mu.Lock()
+	for _, o := range skipped {
+		rt.skippedJobs[o.a.id] = true
+	}
+	rt.mu.Unlock()
+	at := time.Now().Add(skipPause(skipped, rt.heartbeatEvery))
 	if len(s.outcomes) == 0 || at.Before(s.at) {
 		s.at = at
 	}
@@ -93,7 +99,7 @@ func skipPause(skipped []outcome, most time.Duration) time.Duration {
 // release hands the skipped outcomes back to be settled once their pause has passed.
 func (s *skippedOutcomes) release(rt *runtime) {
 	if len(s.outcomes) > 0 && !time.Now().Before(s.at) {
-		rt.putBackOutcomes(s.outcomes)
+		rt.putBackSkipped(s.outcomes)
 		s.outcomes = nil
 	}
 }
@@ -117,7 +123,7 @@ func (rt *runtime) finalSettle(skipped []outcome) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	rt.putBackOutcomes(skipped)
+	rt.putBackSkipped(skipped)
 	// More than one batch when a job has two outcomes (takeOutcomes), or rows were skipped.
 	for batch := rt.takeOutcomes(); len(batch) > 0; batch = rt.takeOutcomes() {
 		left, err := rt.settleOutcomes(ctx, batch)
@@ -139,7 +145,8 @@ func (rt *runtime) finalSettle(skipped []outcome) {
 // whose lease ran out while its outcome waited (the database was away) can be claimed again, by
 // this runtime too, and its newer attempt's outcome then joins the older one. The settle
 // statements' results name jobs by id, so the newer outcome waits for the next batch, after
-// the older one has been settled (as lost: its token is gone) and reported.
+// the older one has been settled (as lost: its token is gone) and reported. So does an outcome
+// of a job whose older outcome a settle skipped and that waits to be settled again.
 func (rt *runtime) takeOutcomes() []outcome {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -148,7 +155,7 @@ func (rt *runtime) takeOutcomes() []outcome {
 	seen := make(map[ulid.ULID]bool, len(batch))
 	n := 0
 	for _, o := range batch {
-		if seen[o.a.id] {
+		if seen[o.a.id] || rt.skippedJobs[o.a.id] {
 			rt.outcomes = append(rt.outcomes, o)
 			continue
 		}
@@ -159,10 +166,22 @@ func (rt *runtime) takeOutcomes() []outcome {
 	return batch[:n]
 }
 
+// putBackOutcomes puts a batch back, ahead of the outcomes that came since.
 func (rt *runtime) putBackOutcomes(batch []outcome) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.outcomes = append(batch, rt.outcomes...)
+}
+
+// putBackSkipped puts outcomes a settle skipped back, ahead of the outcomes that came since, and
+// lets the newer outcomes of their jobs that waited for them follow.
+func (rt *runtime) putBackSkipped(skipped []outcome) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, o := range skipped {
+		delete(rt.skippedJobs, o.a.id)
+	}
+	rt.outcomes = append(skipped, rt.outcomes...)
 }
 
 // settleArgs are the columns of one batch, as the settle statements take them.

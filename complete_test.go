@@ -207,6 +207,66 @@ func TestSettleTwoAttemptsOfOneJob(t *testing.T) {
 	}
 }
 
+// An outcome a settle skipped, its row locked by another transaction, keeps its place ahead of a
+// newer attempt of its job: the other transaction took the job back (as a rescue would) and this
+// runtime claimed and finished it again meanwhile, but the newer outcome waits until the skipped
+// one has been settled again and reported lost.
+func TestSkippedOutcomeKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "skipped-first")
+	if _, err := q.Enqueue(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvents()
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{OnEvent: ev.on}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	rt.queues[0].events.start()
+	defer rt.closeEvents()
+	first := finishedAttempt(t, rt)
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "SELECT FROM pgqueue_jobs FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	var skipped skippedOutcomes
+	left, err := rt.settleOutcomes(ctx, rt.takeOutcomes())
+	if err != nil || len(left) != 1 || left[0].a != first {
+		t.Fatalf("settle of the locked job's outcome: %d skipped, %v; want it skipped", len(left), err)
+	}
+	skipped.add(rt, left)
+	if _, err := tx.Exec(ctx, "UPDATE pgqueue_jobs SET status = 'available'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := finishedAttempt(t, rt)
+	if batch := rt.takeOutcomes(); len(batch) != 0 {
+		t.Fatalf("the newer attempt's outcome was taken (%d outcomes) while the older one waited to be settled again", len(batch))
+	}
+	rt.putBackSkipped(skipped.outcomes)
+	for i, want := range []struct {
+		a    *attempt
+		kind EventKind
+	}{{first, EventLockLost}, {second, EventCompleted}} {
+		batch := rt.takeOutcomes()
+		if len(batch) != 1 || batch[0].a != want.a {
+			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
+		}
+		if left, err := rt.settleOutcomes(ctx, batch); err != nil || len(left) > 0 {
+			t.Fatalf("settle: %d outcomes skipped, %v", len(left), err)
+		}
+		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {
+			t.Fatalf("attempt %d reported %s, want %s", e.Attempt, e.Kind, want.kind)
+		}
+	}
+}
+
 // The last settle at shutdown keeps within the longest ShutdownTimeout, however long the leases:
 // here no connection frees for it, and it gives up after the ShutdownTimeout, not the
 // LockDuration. The outcome it could not save is left: the job stays running under its lease.

@@ -35,6 +35,10 @@ type runtime struct {
 	// cancelHeard are jobs held here that a cancellation message named, until the heartbeat has
 	// checked their rows (cancelAttempts).
 	cancelHeard map[ulid.ULID]bool
+	// skippedJobs are jobs whose outcome a settle skipped (its row locked by another
+	// transaction) and that the completer holds to settle again: a newer outcome of one waits
+	// for it (takeOutcomes).
+	skippedJobs map[ulid.ULID]bool
 
 	wakeFetch   chan struct{}    // a queue wants a claim, a slot freed, or outcomes were settled
 	wakeMaint   chan struct{}    // a queue wants promotion, or a rescue was asked for
@@ -104,6 +108,7 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 		byName:      make(map[string]*queueRun, len(specs)),
 		attempts:    make(map[ulid.ULID]*attempt),
 		cancelHeard: make(map[ulid.ULID]bool),
+		skippedJobs: make(map[ulid.ULID]bool),
 		wakeFetch:   make(chan struct{}, 1),
 		wakeMaint:   make(chan struct{}, 1),
 		settle:      make(chan struct{}, 1),
