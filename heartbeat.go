@@ -13,7 +13,8 @@ import (
 // heartbeatLoop extends the leases of the runtime's running jobs until ctx ends: every tick
 // (the shortest HeartbeatInterval of its queues) those whose queue's interval has come round,
 // and all of them at once when the listener reconnects, since a cancellation may have been
-// announced while it was away. It also gives up handlers overdue past their JobTimeout.
+// announced while it was away, or when a cancellation message names a job held here: the rows
+// say which attempts were cancelled. It also gives up handlers overdue past their JobTimeout.
 func (rt *runtime) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(rt.heartbeatEvery)
 	defer t.Stop()
@@ -85,9 +86,11 @@ func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {
 // return lost its lock: its context is cancelled with ErrLockLost (ErrCancelled if the job was
 // cancelled) and its outcome will be ignored. When the database cannot be reached, running
 // attempts whose lease must have run out by now are given up the same way, since another process
-// may already run them. Attempts whose handlers have returned are extended only while their
-// outcome waits longer than a HeartbeatInterval, so the heartbeat and the completer mostly touch
-// disjoint rows; whether such an attempt still holds its job, the completer finds out.
+// may already run them. Attempts whose handlers have returned are extended too, when their
+// renewal comes due as a running one's would: their outcomes are mostly settled before that, but
+// one whose row a settle skipped, or that waits behind failing settles, keeps its lease. Whether
+// such an attempt still holds its job, the completer finds out. (A settle that meets a row the
+// heartbeat holds for a moment skips it and settles it again 10 ms later.)
 func (rt *runtime) heartbeat(ctx context.Context, all bool) {
 	running, inTx := rt.dueBeats(time.Now(), all)
 	if len(inTx.attempts) > 0 {

@@ -44,7 +44,7 @@ type runtime struct {
 	wakeMaint   chan struct{}    // a queue wants promotion, or a rescue was asked for
 	settle      chan struct{}    // outcomes wait for the completer
 	freed       chan struct{}    // a handler returned or was given up (shutdown waits on it)
-	checkLeases chan struct{}    // heartbeat now: the listener reconnected
+	checkLeases chan struct{}    // heartbeat now: the listener reconnected, or a job held here was cancelled
 	reconnected chan struct{}    // the listener reconnected: the database is back
 	handlerWork chan handlerTask // to an idle handler goroutine (handlers.go)
 	stopped     chan struct{}    // closed once Run's handlers are done: idle handler goroutines end
