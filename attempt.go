@@ -159,4 +159,9 @@ func (rt *runtime) endCompleteTx(a *attempt, xact string, nextRun ulid.ULID) {
 		return
 	}
 	a.state, a.xact = attemptRunning, ""
+	if rt.cancelHeard[a.id] {
+		// A cancellation of the job came while the statement ran, and the check it started
+		// passed this attempt by, in its transaction then: check again, now that it runs.
+		signal(rt.checkLeases)
+	}
 }

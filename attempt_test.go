@@ -497,3 +497,59 @@ func TestCompleteTxRepeats(t *testing.T) {
 		t.Fatalf("the next run %s is not scheduled", r.RepeatedAs)
 	}
 }
+
+// A job cancelled while its handler's CompleteTx waits for the row (here locked by the
+// canceller's own transaction) fails that CompleteTx, and its handler's context ends with
+// ErrCancelled soon after, not at the next heartbeat a minute later: the check the cancellation
+// started passes the attempt by while it is in its CompleteTx, and runs again once it is not.
+func TestCancelDuringCompleteTx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "cancel-in-tx")
+	job, err := q.Enqueue(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canceller, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer canceller.Rollback(context.Background())
+	started, completing, causes := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		close(started)
+		<-completing
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.Background())
+		if err := job.CompleteTx(ctx, tx); err == nil {
+			causes <- errors.New("CompleteTx of a cancelled job succeeded")
+			return nil
+		}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil
+	}, &WorkerOptions{HeartbeatInterval: time.Minute, LockDuration: 5 * time.Minute})))
+	receive(t, started, 10*time.Second, "the job to start")
+	if _, err := canceller.Exec(ctx, "SELECT FROM pgqueue_jobs WHERE id = $1 FOR UPDATE", [16]byte(job.ID)); err != nil {
+		t.Fatal(err)
+	}
+	close(completing)
+	waitFor(t, 10*time.Second, "CompleteTx to wait for the row", func() bool {
+		var n int
+		err := b.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%lock_token%'").Scan(&n)
+		return err == nil && n > 0
+	})
+	if err := q.CancelTx(ctx, canceller, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := canceller.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cause := receive(t, causes, 10*time.Second, "the handler's context to end"); !errors.Is(cause, ErrCancelled) {
+		t.Fatalf("the handler's context ended with %v, want ErrCancelled", cause)
+	}
+}
