@@ -158,9 +158,10 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 
 // completeInTx completes a's job in tx, followed by its next run (with id next) if it repeats,
 // and returns the transaction's id and the next run's id (zero if none: no repeats left, or a
-// live job with its unique key is the next run). It waits for a transaction that locks the row (a heartbeat)
-// rather than skip it, as the completer does. The id goes along in the same round trip: should
-// the job's row later be found settled by another attempt, the runtime asks whether tx committed.
+// live job with its unique key is the next run). It waits for a transaction that locks the row
+// (a heartbeat) rather than skip it, as the completer does. The id goes along in the same round
+// trip: should the job's row later be found settled by another attempt, the runtime asks whether
+// tx committed.
 func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (xact string, repeat ulid.ULID, err error) {
 	b := &pgx.Batch{}
 	b.Queue(holdRowSQL, [16]byte(a.id), a.token)

@@ -181,8 +181,8 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 }
 
 // sendUpkeep sends, in one round trip, the statements of work (rescue and prune, promotion, and
-// the read of which queues have limits), each covering every queue that needs it, and returns what each queue's upkeep found. It does not let ctx interrupt a
-// statement under way.
+// the read of which queues have limits), each covering every queue that needs it, and returns
+// what each queue's upkeep found. It does not let ctx interrupt a statement under way.
 func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResult, error) {
 	var rescue, promote, limits []string
 	var completed, failed, cancelled []*int64

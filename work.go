@@ -187,8 +187,8 @@ func (s *inline) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, tim
 }
 
 // run runs the handler of claimed row r with the runtime's own attempt and outcome
-// classification (workOne runs the heartbeat), and returns the attempt and, if it was abandoned while it ran (cancelled, lock
-// lost), the cause; otherwise its outcome waits in rt.outcomes.
+// classification (workOne runs the heartbeat), and returns the attempt and, if it was abandoned
+// while it ran (cancelled, lock lost), the cause; otherwise its outcome waits in rt.outcomes.
 func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attempt, error) {
 	rt, q := s.rt, s.q
 	a := q.newAttempt(r, leaseEnd)
