@@ -178,14 +178,10 @@ GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %
 var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()", "pgqueue_schema_version()",
 	"pgqueue_count_moves(text[],text[],text[])", "pgqueue_capped_take(text,integer)", "pgqueue_wake_held(text[])"}
 
-// TestLeastPrivilege uses pgqueue as a role that holds only leastPrivilegeGrants: every call an
-// application makes works, and Migrate fails. PUBLIC's default EXECUTE on the functions is
-// revoked first, so that the role holds nothing beyond the grants. It stays one function: it walks
-// every call an application makes, in order, as the one restricted role.
-func TestLeastPrivilege(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := t.Context()
+// newRole creates a login role that holds nothing, dropped (with what it owns and its grants)
+// when the test ends, and returns its name.
+func newRole(t *testing.T, b *bundle) string {
+	t.Helper()
 	role := randomName("pgqueue_role_")
 	b.exec("CREATE ROLE " + pgx.Identifier{role}.Sanitize() + " LOGIN")
 	t.Cleanup(func() {
@@ -200,6 +196,48 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("drop role: %v", err)
 		}
 	})
+	return role
+}
+
+// A role given the grants documented before migration 20261207120000, which added
+// pgqueue_claims_held, may use the new table once the schema is migrated: the migration grants it
+// to every role that may update pgqueue_jobs, so that claims and settles go on across the
+// upgrade. A queue's claims held back when it runs stay marked.
+func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
+	t.Parallel()
+	b := &bundle{t: t, schema: newSchema(t)}
+	b.pool = newPool(t, b.schema, 4)
+	ctx := t.Context()
+	if _, err := MigrateTo(ctx, b.db(), 20261206120000); err != nil {
+		t.Fatal(err)
+	}
+	role := newRole(t, b)
+	before := strings.Replace(leastPrivilegeGrants, ", %[1]s.pgqueue_claims_held", "", 1)
+	b.exec(fmt.Sprintf(before, pgx.Identifier{b.schema}.Sanitize(), pgx.Identifier{role}.Sanitize()))
+	b.exec("INSERT INTO pgqueue_queues (name, claims_held) VALUES ('held', true)")
+	migrate(t, b.pool)
+	table := pgx.Identifier{b.schema}.Sanitize() + ".pgqueue_claims_held"
+	for _, privilege := range []string{"SELECT", "INSERT", "DELETE"} {
+		var ok bool
+		if err := b.pool.QueryRow(ctx, "SELECT has_table_privilege($1, $2, $3)", role, table, privilege).Scan(&ok); err != nil || !ok {
+			t.Fatalf("after the upgrade the role may not %s on pgqueue_claims_held (%v)", privilege, err)
+		}
+	}
+	var held bool
+	if err := b.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pgqueue_claims_held WHERE queue = 'held')").Scan(&held); err != nil || !held {
+		t.Fatalf("the held claim's mark was not carried over (%v)", err)
+	}
+}
+
+// TestLeastPrivilege uses pgqueue as a role that holds only leastPrivilegeGrants: every call an
+// application makes works, and Migrate fails. PUBLIC's default EXECUTE on the functions is
+// revoked first, so that the role holds nothing beyond the grants. It stays one function: it walks
+// every call an application makes, in order, as the one restricted role.
+func TestLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	role := newRole(t, b)
 	executable := func() (n int) {
 		t.Helper()
 		for _, f := range pgqueueFunctions {

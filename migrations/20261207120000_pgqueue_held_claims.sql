@@ -16,11 +16,31 @@
 -- may insert and no other claim inserting it; two settles that delete the same row wait only for
 -- each other's commit, as two settles did before. Both functions keep their signatures, so
 -- processes of the previous version call the new bodies.
+--
+-- The functions run with their caller's rights, so every role that claims jobs needs the new
+-- table: each role that may update pgqueue_jobs (PUBLIC too) is granted SELECT, INSERT and DELETE
+-- on it here, so that a role given only the documented grants goes on claiming and settling
+-- across the upgrade. Marks set when the migration runs are carried over.
 
 -- +goose Up
 CREATE TABLE pgqueue_claims_held (
     queue text PRIMARY KEY
 );
+INSERT INTO pgqueue_claims_held (queue) SELECT name FROM pgqueue_queues WHERE claims_held;
+
+-- +goose StatementBegin
+DO $$
+DECLARE
+    grantee text;
+BEGIN
+    FOR grantee IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+                   FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+                   WHERE c.oid = 'pgqueue_jobs'::regclass AND a.privilege_type = 'UPDATE' LOOP
+        EXECUTE format('GRANT SELECT, INSERT, DELETE ON pgqueue_claims_held TO %s', grantee);
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
 
 -- +goose StatementBegin
 DO $$
