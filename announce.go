@@ -59,13 +59,16 @@ func (rt *runtime) announce(ctx context.Context, n announcements) {
 }
 
 // announceStarts tells watchers of the jobs just claimed, before their handlers start, so that
-// watchers hear of a start before its outcome.
+// watchers hear of a start before its outcome. A claim that finds its queue watched also counts
+// as hearing of the watch (msgWatched), should the notification have been missed.
 func (rt *runtime) announceStarts(ctx context.Context, wants []claimWant, claimed [][]*jobRow) {
 	var n announcements
+	until := time.Now().Add(watchTTL).UnixNano()
 	for i, w := range wants {
 		for _, r := range claimed[i] {
 			if r.watched {
 				n.addID(w.q.name, msgStarted, r.id)
+				w.q.watchedUntil.Store(until)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -339,39 +340,63 @@ func TestWatchNamesEveryJob(t *testing.T) {
 
 // A job claimed before a watch of its queue began is announced when it settles: the workers hear
 // of the watch (a notification) and announce the outcomes of the jobs they hold, not only of those
-// they claimed while the queue was watched.
+// they claimed while the queue was watched. A watch of every queue tells them in one notification,
+// however many queues there are.
 func TestWatchHearsJobsClaimedBeforeIt(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	q := newQueue[int](t, b.client, "watched-later")
-	started, release := make(chan struct{}), make(chan struct{})
-	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-		if job.Payload == 1 {
-			close(started)
-			<-release
-		}
-		return nil
-	}, &WorkerOptions{Concurrency: 1})))
-	job, err := q.Enqueue(t.Context(), 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	receive(t, started, 30*time.Second, "the job to start")
+	for name, watch := range map[string]func(context.Context, *Client, *Queue[int]) (<-chan Change, error){
+		"queue":       func(ctx context.Context, _ *Client, q *Queue[int]) (<-chan Change, error) { return q.Watch(ctx) },
+		"every queue": func(ctx context.Context, c *Client, _ *Queue[int]) (<-chan Change, error) { return c.Watch(ctx) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			for _, other := range []string{"a", "b", "c"} { // more queues a watch of every queue records
+				if _, err := newQueue[int](t, b.client, other).Enqueue(t.Context(), 0, &EnqueueOptions{Delay: time.Hour}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q := newQueue[int](t, b.client, "watched-later")
+			started, release := make(chan struct{}), make(chan struct{})
+			startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+				if job.Payload == 1 {
+					close(started)
+					<-release
+				}
+				return nil
+			}, &WorkerOptions{Concurrency: 1})))
+			job, err := q.Enqueue(t.Context(), 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			receive(t, started, 30*time.Second, "the job to start")
 
-	changes, err := q.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nextChange(t, changes, ChangeResync)
-	// The listener hands each notification to every subscriber of the client in the order they
-	// were sent, so once the watch sees this enqueue, the worker has heard of the watch.
-	if _, err := q.Enqueue(t.Context(), 2, nil); err != nil {
-		t.Fatal(err)
-	}
-	nextChange(t, changes, ChangeEnqueued)
-	close(release)
-	// The two jobs may be settled in either order, together or apart.
-	for c := nextChange(t, changes, ChangeCompleted); !hasID(c.JobIDs, job.ID); {
-		c = nextChange(t, changes, ChangeCompleted)
+			l := listenConn(t, b)
+			changes, err := watch(t.Context(), b.client, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nextChange(t, changes, ChangeResync)
+			var told []string
+			for _, p := range notificationsUntilMarker(t, b, l) {
+				if strings.HasPrefix(p, "w ") {
+					told = append(told, p)
+				}
+			}
+			if len(told) != 1 {
+				t.Fatalf("the watch sent %d notifications to the workers (%v), want 1", len(told), told)
+			}
+			// The listener hands each notification to every subscriber of the client in the order
+			// they were sent, so once the watch sees this enqueue, the worker has heard of the watch.
+			if _, err := q.Enqueue(t.Context(), 2, nil); err != nil {
+				t.Fatal(err)
+			}
+			nextChange(t, changes, ChangeEnqueued)
+			close(release)
+			// The two jobs may be settled in either order, together or apart.
+			for c := nextChange(t, changes, ChangeCompleted); !hasID(c.JobIDs, job.ID); {
+				c = nextChange(t, changes, ChangeCompleted)
+			}
+		})
 	}
 }
