@@ -29,7 +29,7 @@ const (
 const (
 	promoteBatch   = 1000 // due scheduled jobs made available per statement
 	rescueBatch    = 1000 // expired leases taken back per statement
-	pruneBatch     = 1000 // finished jobs past retention deleted per statement
+	pruneBatch     = 1000 // finished jobs past retention deleted per statement, of each status and queue
 	maxErrorsKept  = 50   // entries kept in pgqueue_jobs.errors
 	maxErrorBytes  = 8 << 10
 	maxStackBytes  = 16 << 10
