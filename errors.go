@@ -111,6 +111,10 @@ type PanicError struct {
 // Error describes the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
+// errGoexit is the error of an attempt whose handler called runtime.Goexit instead of returning
+// (as t.FailNow does), recorded as a panic is.
+var errGoexit = errors.New("runtime.Goexit: the handler ended its goroutine instead of returning")
+
 // SnoozeError is returned by Snooze.
 type SnoozeError struct {
 	// Delay is how long the job waits before it runs again.

@@ -342,7 +342,24 @@ func (rt *runtime) startWaiting(q *queueRun, now time.Time) (tasks []handlerTask
 // run.
 func (rt *runtime) runAttempt(ctx context.Context, a *attempt, r *jobRow) []handlerTask {
 	a.q.logJob(a, "pgqueue: job started")
+	returned := false
+	defer func() {
+		if !returned {
+			// The handler called runtime.Goexit (t.FailNow in a test's handler, say), which
+			// ends this goroutine once its deferred calls have run: the attempt ends here, as a
+			// failure, and the attempts waiting for its slot go to other goroutines.
+			rt.runHandlers(rt.finishAttempt(ctx, a, errGoexit))
+		}
+	}()
 	err := a.q.call(ctx, r, a)
+	returned = true
+	return rt.finishAttempt(ctx, a, err)
+}
+
+// finishAttempt records the end of a's handler, which returned err: it frees the slot, queues
+// the outcome for the completer (unless the attempt was abandoned meanwhile) and returns the
+// attempts waiting for the slot, to run next.
+func (rt *runtime) finishAttempt(ctx context.Context, a *attempt, err error) []handlerTask {
 	cause := context.Cause(ctx)
 	a.cancel(nil)
 	now := time.Now()

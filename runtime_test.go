@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -515,4 +518,31 @@ func TestLateCancelMessageSparesTheAttemptHoldingTheJob(t *testing.T) {
 	if e := ev.nextOf(t, job.ID); e.Kind != EventCompleted || e.Attempt != 1 {
 		t.Fatalf("event %s of attempt %d, want the first completed", e.Kind, e.Attempt)
 	}
+}
+
+// A handler that calls runtime.Goexit (as t.FailNow does) instead of returning ends its attempt
+// as a failure: the job is retried, and its slot goes to the next job. The goroutine it ended
+// ran the attempt's bookkeeping in its deferred calls; without it the job stayed running, its
+// lease extended for ever, and its slot taken.
+func TestHandlerGoexit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "goexit")
+	ev := newEvents()
+	var runs atomic.Int32
+	startWorker(t, must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		if job.Payload == 1 && runs.Add(1) == 1 {
+			goruntime.Goexit()
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 1, OnEvent: ev.on})))
+	ids, err := q.EnqueueMany(t.Context(), []int{1, 2}, &EnqueueOptions{RetryDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retrying := ev.next(t, EventRetrying)
+	if retrying.JobID != ids[0] || retrying.Err == nil || !strings.Contains(retrying.Err.Error(), "Goexit") {
+		t.Fatalf("the first attempt ended %+v, want job %s retrying with the Goexit error", retrying, ids[0])
+	}
+	ev.outcomes(t, map[ulid.ULID]EventKind{ids[0]: EventCompleted, ids[1]: EventCompleted})
 }

@@ -60,8 +60,9 @@ func (i *Instrumentation) process(ctx context.Context, job *pgqueue.JobInfo, nex
 			panicked(ctx, span, job, v)
 			panic(v) // on to the worker, which records it and retries or fails the job
 		}
-		if !returned { // runtime.Goexit
-			span.SetStatus(codes.Error, "handler did not return")
+		if !returned { // runtime.Goexit: the worker fails the attempt, as for a returned error
+			span.SetAttributes(keyJobOutcome.String(outcomeOf(ctx, job, errDidNotReturn)))
+			span.SetStatus(codes.Error, errDidNotReturn.Error())
 		}
 		span.End()
 	}()
@@ -74,6 +75,10 @@ func (i *Instrumentation) process(ctx context.Context, job *pgqueue.JobInfo, nex
 	}
 	return err
 }
+
+// errDidNotReturn stands for the error the worker records for a handler that called
+// runtime.Goexit instead of returning.
+var errDidNotReturn = errors.New("handler did not return")
 
 // panicked ends the span of an attempt of job whose chain panicked with v under ctx, as the
 // worker will see it: a *pgqueue.PanicError, recorded with the stack of the panic, the span's

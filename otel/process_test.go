@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/trace"
+	goruntime "runtime"
 )
 
 // task says what the handler of TestOutcomes returns for a job.
@@ -260,4 +261,45 @@ func workOne[T any](t *testing.T, q *pgqueue.Queue[T], h pgqueue.Handler[T]) *pg
 		t.Fatalf("WorkOne = %v, %v; want a job run", res, err)
 	}
 	return res
+}
+
+// A handler that calls runtime.Goexit instead of returning gets a span that says so, with the
+// outcome the worker gives the attempt: a failure, here on the last attempt.
+func TestProcessGoexit(t *testing.T) {
+	ctx := context.Background()
+	tel := newTelemetry(t)
+	client := newClient(t, newPool(t, newSchema(t)), tel, pgqueue.Config{})
+	q := newQueue[email](t, client, "goexit")
+	if _, err := q.Enqueue(ctx, email{"a@x"}, &pgqueue.EnqueueOptions{MaxAttempts: 1}); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	failed := make(chan pgqueue.Event, 1)
+	w, err := q.NewWorker(func(context.Context, *pgqueue.Job[email]) error {
+		goruntime.Goexit()
+		return nil
+	}, &pgqueue.WorkerOptions{OnEvent: func(ev pgqueue.Event) {
+		if ev.Kind == pgqueue.EventFailed {
+			failed <- ev
+		}
+	}})
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- client.Run(runCtx, w) }()
+	select {
+	case <-failed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt whose handler called runtime.Goexit did not end failed")
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	span := tel.onlySpan(t, "process goexit")
+	if st := span.Status(); st.Code != codes.Error || st.Description != "handler did not return" {
+		t.Errorf("status %v, want error, handler did not return", st)
+	}
+	wantAttrs(t, span, keyJobOutcome.String("failed"))
 }
