@@ -173,35 +173,11 @@ func TestWorkerFixedRetryDelay(t *testing.T) {
 func TestSettleTwoAttemptsOfOneJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := t.Context()
-	q := newQueue[int](t, b.client, "twice")
-	if _, err := q.Enqueue(ctx, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	ev := newEvents()
-	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{OnEvent: ev.on}))
-	rt := newRuntime(b.client, []*workerSpec{&w.spec})
-	qr := rt.queues[0]
-	qr.events.start()
-	defer rt.closeEvents()
+	rt, ev := oneJobRuntime(t, b, "twice")
 	first := finishedAttempt(t, rt)
 	b.exec("UPDATE pgqueue_jobs SET status = 'available'") // as a rescue of its expired lease would
 	second := finishedAttempt(t, rt)
-	for i, want := range []struct {
-		a    *attempt
-		kind EventKind
-	}{{first, EventLockLost}, {second, EventCompleted}} {
-		batch := rt.takeOutcomes()
-		if len(batch) != 1 || batch[0].a != want.a {
-			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
-		}
-		if skipped, err := rt.settleOutcomes(ctx, batch); err != nil || len(skipped) > 0 {
-			t.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
-		}
-		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {
-			t.Fatalf("attempt %d reported %s, want %s", e.Attempt, e.Kind, want.kind)
-		}
-	}
+	settleFirstLostThenCompleted(t, rt, ev, first, second)
 	if n := b.count("true"); n != 0 {
 		t.Fatalf("%d jobs left, want none", n)
 	}
@@ -215,15 +191,7 @@ func TestSkippedOutcomeKeepsItsPlace(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	q := newQueue[int](t, b.client, "skipped-first")
-	if _, err := q.Enqueue(ctx, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	ev := newEvents()
-	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{OnEvent: ev.on}))
-	rt := newRuntime(b.client, []*workerSpec{&w.spec})
-	rt.queues[0].events.start()
-	defer rt.closeEvents()
+	rt, ev := oneJobRuntime(t, b, "skipped-first")
 	first := finishedAttempt(t, rt)
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
@@ -250,21 +218,7 @@ func TestSkippedOutcomeKeepsItsPlace(t *testing.T) {
 		t.Fatalf("the newer attempt's outcome was taken (%d outcomes) while the older one waited to be settled again", len(batch))
 	}
 	rt.putBackSkipped(skipped.outcomes)
-	for i, want := range []struct {
-		a    *attempt
-		kind EventKind
-	}{{first, EventLockLost}, {second, EventCompleted}} {
-		batch := rt.takeOutcomes()
-		if len(batch) != 1 || batch[0].a != want.a {
-			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
-		}
-		if left, err := rt.settleOutcomes(ctx, batch); err != nil || len(left) > 0 {
-			t.Fatalf("settle: %d outcomes skipped, %v", len(left), err)
-		}
-		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {
-			t.Fatalf("attempt %d reported %s, want %s", e.Attempt, e.Kind, want.kind)
-		}
-	}
+	settleFirstLostThenCompleted(t, rt, ev, first, second)
 }
 
 // The last settle at shutdown keeps within the longest ShutdownTimeout, however long the leases:
@@ -303,6 +257,45 @@ func TestFinalSettleKeepsToShutdownTimeout(t *testing.T) {
 	}
 	if n := b.count("status = 'running' AND lock_until > now() + interval '30 seconds'"); n != 1 {
 		t.Fatal("the job whose outcome was not saved is not left running under its lease")
+	}
+}
+
+// oneJobRuntime enqueues one job to queue and returns a runtime serving the queue with a worker
+// that completes its jobs, not running (its events delivered to ev until the test ends), for a
+// test to claim and settle by hand.
+func oneJobRuntime(t *testing.T, b *bundle, queue string) (*runtime, *events) {
+	t.Helper()
+	q := newQueue[int](t, b.client, queue)
+	if _, err := q.Enqueue(t.Context(), 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvents()
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{OnEvent: ev.on}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	rt.queues[0].events.start()
+	t.Cleanup(rt.closeEvents)
+	return rt, ev
+}
+
+// settleFirstLostThenCompleted settles the outcomes of two attempts of one job, first the older,
+// whose lock was gone, then the newer, each alone in its batch, and checks that they are reported
+// in that order: EventLockLost, then EventCompleted.
+func settleFirstLostThenCompleted(t *testing.T, rt *runtime, ev *events, first, second *attempt) {
+	t.Helper()
+	for i, want := range []struct {
+		a    *attempt
+		kind EventKind
+	}{{first, EventLockLost}, {second, EventCompleted}} {
+		batch := rt.takeOutcomes()
+		if len(batch) != 1 || batch[0].a != want.a {
+			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
+		}
+		if left, err := rt.settleOutcomes(t.Context(), batch); err != nil || len(left) > 0 {
+			t.Fatalf("settle: %d outcomes skipped, %v", len(left), err)
+		}
+		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {
+			t.Fatalf("attempt %d reported %s, want %s", e.Attempt, e.Kind, want.kind)
+		}
 	}
 }
 
