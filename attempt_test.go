@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -291,12 +293,8 @@ func TestCompleteTxRolledBackRowLockedAWhile(t *testing.T) {
 	ev := newEvents()
 	cause := make(chan error, 1)
 	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-		tx, err := b.pool.Begin(ctx)
+		tx, err := completeInOpenTx(ctx, b.pool, job)
 		if err != nil {
-			return err
-		}
-		if err := job.CompleteTx(ctx, tx); err != nil {
-			_ = tx.Rollback(ctx)
 			return err
 		}
 		if err := tx.Rollback(ctx); err != nil {
@@ -358,12 +356,8 @@ func TestCompleteTxEndsAfterReturn(t *testing.T) {
 			ev := newEvents()
 			ended := make(chan error, 1)
 			w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
-				tx, err := b.pool.Begin(ctx)
+				tx, err := completeInOpenTx(ctx, b.pool, job)
 				if err != nil {
-					return err
-				}
-				if err := job.CompleteTx(ctx, tx); err != nil {
-					_ = tx.Rollback(ctx)
 					return err
 				}
 				go func() {
@@ -421,15 +415,7 @@ func TestCompleteTxCommittedThenHandlerFails(t *testing.T) {
 			ctx, stop := context.WithCancel(t.Context())
 			defer stop()
 			w := must(q.NewWorker(func(hctx context.Context, job *Job[int]) error {
-				tx, err := b.pool.Begin(hctx)
-				if err != nil {
-					return err
-				}
-				defer tx.Rollback(context.Background())
-				if err := job.CompleteTx(hctx, tx); err != nil {
-					return err
-				}
-				if err := tx.Commit(hctx); err != nil {
+				if err := completeCommitted(hctx, b.pool, job); err != nil {
 					return err
 				}
 				return tc.then(hctx, stop)
@@ -552,4 +538,28 @@ func TestCancelDuringCompleteTx(t *testing.T) {
 	if cause := receive(t, causes, 10*time.Second, "the handler's context to end"); !errors.Is(cause, ErrCancelled) {
 		t.Fatalf("the handler's context ended with %v, want ErrCancelled", cause)
 	}
+}
+
+// completeInOpenTx begins a transaction on pool and completes job in it with Job.CompleteTx. It
+// returns the transaction, still open, or rolls it back and returns the error.
+func completeInOpenTx[T any](ctx context.Context, pool *pgxpool.Pool, job *Job[T]) (pgx.Tx, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := job.CompleteTx(ctx, tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return tx, nil
+}
+
+// completeCommitted completes job with Job.CompleteTx in a transaction of its own on pool, and
+// commits it.
+func completeCommitted[T any](ctx context.Context, pool *pgxpool.Pool, job *Job[T]) error {
+	tx, err := completeInOpenTx(ctx, pool, job)
+	if err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }

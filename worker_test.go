@@ -268,15 +268,7 @@ func TestJobTimeoutAfterCompleteTx(t *testing.T) {
 			return nil
 		}
 		defer close(returned)
-		tx, err := b.pool.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback(context.Background())
-		if err := job.CompleteTx(ctx, tx); err != nil {
-			return err
-		}
-		if err := tx.Commit(ctx); err != nil {
+		if err := completeCommitted(ctx, b.pool, job); err != nil {
 			return err
 		}
 		<-release // ignores its context
