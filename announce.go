@@ -18,7 +18,7 @@ type announcements map[string]map[byte][]ulid.ULID
 // add notes that a's job is to be announced with kind, if its queue was watched when it was
 // claimed or is known to be watched now.
 func (n *announcements) add(a *attempt, kind byte) {
-	if a.watched || a.q.watchedUntil.Load() > time.Now().UnixNano() {
+	if until := a.q.watchedUntil.Load(); a.watched || until != 0 && until > time.Now().UnixNano() {
 		n.addID(a.q.name, kind, a.id)
 	}
 }
