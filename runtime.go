@@ -226,14 +226,13 @@ func (q *queueRun) claimable(rtt time.Duration) int {
 	return max(0, min(c+ahead-q.busy-len(q.waiting)-q.claiming, 4*c+ahead-q.held-q.claiming))
 }
 
-// start takes the rows claimed for q as its attempts, waiting in run order for a slot, and
-// starts as many as there are free slots. A row whose job's previous attempt still runs here
-// means that attempt lost its lock (its lease ran out and the job was taken back before a
-// heartbeat noticed): it is given up first, and its EventLockLost comes before the new start.
+// start takes the rows claimed for q as its attempts, waiting in line order (with those already
+// waiting) for a slot, and starts as many as there are free slots. A row whose job's previous
+// attempt still runs here means that attempt lost its lock (its lease ran out and the job was
+// taken back before a heartbeat noticed): it is given up first, and its EventLockLost comes
+// before the new start.
 func (rt *runtime) start(q *queueRun, rows []*jobRow, leaseEnd time.Time) {
-	slices.SortFunc(rows, func(a, b *jobRow) int {
-		return cmp.Or(cmp.Compare(b.priority, a.priority), a.id.Compare(b.id))
-	})
+	slices.SortFunc(rows, rowsInLine)
 	now := time.Now()
 	var lost []*attempt
 	var events []Event
@@ -242,6 +241,11 @@ func (rt *runtime) start(q *queueRun, rows []*jobRow, leaseEnd time.Time) {
 		a := q.newAttempt(r, leaseEnd)
 		lost, a.prev = rt.supersede(a, now, lost, &events)
 		q.waiting = append(q.waiting, a)
+	}
+	if !slices.IsSortedFunc(q.waiting, inLine) {
+		// A job that came back into line ahead of those waiting (a retry, say): it waits before
+		// those behind it in line.
+		slices.SortStableFunc(q.waiting, inLine)
 	}
 	tasks, started := rt.startWaiting(q, now)
 	q.events.emitAll(append(events, started...))
@@ -252,6 +256,14 @@ func (rt *runtime) start(q *queueRun, rows []*jobRow, leaseEnd time.Time) {
 		signal(rt.wakeFetch)
 	}
 }
+
+// rowsInLine orders claimed rows as the queue's line does: by priority, highest first, then id.
+func rowsInLine(a, b *jobRow) int {
+	return cmp.Or(cmp.Compare(b.priority, a.priority), a.id.Compare(b.id))
+}
+
+// inLine orders waiting attempts as the queue's line does.
+func inLine(a, b *attempt) int { return rowsInLine(a.row, b.row) }
 
 // supersede makes a, a new attempt of its job, the job's attempt here. An older attempt of the
 // job still held here has lost its lock (its lease ran out and the job was claimed again): a

@@ -546,3 +546,32 @@ func TestHandlerGoexit(t *testing.T) {
 	}
 	ev.outcomes(t, map[ulid.ULID]EventKind{ids[0]: EventCompleted, ids[1]: EventCompleted})
 }
+
+// Jobs claimed by a later round that come before jobs still waiting for a slot (claimed by a
+// round that ran beside theirs, or back in line since) wait ahead of them.
+func TestStartKeepsWaitingInLine(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "line")
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 1}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	qr := rt.queues[0]
+	qr.busy = 1 // its one slot is taken: what start takes waits
+	ids := make([]ulid.ULID, 5)
+	for i := range ids {
+		ids[i] = ulid.Make()
+	}
+	row := func(i, priority int) *jobRow {
+		return &jobRow{queue: qr.name, id: ids[i], priority: priority, attempt: 1}
+	}
+	leaseEnd := time.Now().Add(time.Minute)
+	rt.start(qr, []*jobRow{row(3, 0), row(1, 0)}, leaseEnd)
+	rt.start(qr, []*jobRow{row(4, 0), row(0, 0), row(2, 5)}, leaseEnd)
+	var got []ulid.ULID
+	for _, a := range qr.waiting {
+		got = append(got, a.id)
+	}
+	if want := []ulid.ULID{ids[2], ids[0], ids[1], ids[3], ids[4]}; !slices.Equal(got, want) {
+		t.Fatalf("waiting %v, want %v (priority 5 first, then by id)", got, want)
+	}
+}
