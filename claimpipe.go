@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,15 +35,17 @@ type claimPipe struct {
 	stmts map[string]*pgconn.StatementDescription
 }
 
-// claimsInFlight is how many claim rounds the claim loop keeps in flight: one running on the
-// server, and the next waiting its turn there. Behind a transaction pooler, one: the pooler
+// claimsInFlight is how many claim rounds the claim loop keeps in flight on one connection: one
+// running on the server, and the next two waiting their turn there, so that the backend has a
+// round to run while the loop is busy reading another connection's rounds (with two, the machine
+// was about two points less busy during a drain). Behind a transaction pooler, one: the pooler
 // may give each round's transaction another server connection, where a second round would not
 // wait for the first, and could claim before it (the jobs after the first's).
 func (p *claimPipe) claimsInFlight() int {
 	if p.rt.c.cfg.TransactionPooler {
 		return 1
 	}
-	return 2
+	return 3
 }
 
 // full reports whether no more rounds may be sent until one is read.
@@ -206,4 +209,126 @@ func (p *claimPipe) release() {
 	p.stop()
 	p.conn.Release()
 	p.conn, p.pipe = nil, nil
+}
+
+// claimConns is how many connections the claim loop claims on at once (claimPipes). On one, a
+// drain of short jobs kept that connection's backend claiming nearly all the time while the
+// machine's other core was partly idle: the claim statement is the drain's largest cost, and a
+// backend runs one statement at a time. On two, claims run side by side.
+const claimConns = 2
+
+// parallelClaimMin is the least Concurrency of a queue whose claims may go out on any of the
+// claim loop's connections (queueRun.claimsInParallel). A smaller queue's claims all go out on
+// one, its own, so its jobs are claimed strictly in line order; its batches are too small for
+// two connections claiming side by side to gain anything.
+const parallelClaimMin = 8
+
+// claimPipes are the claim loop's connections, each a claimPipe: one behind a transaction
+// pooler, claimConns otherwise. Each queue has a connection of its own (its home: the queues
+// are dealt out in name order), on which its claims go out when they may not run beside another
+// of its claims (queueRun.claimsInParallel): so they run one after another, and a claim lock
+// taken exclusively never meets the same runtime's other claim. The claims of the other queues
+// go out on the connection with the fewest rounds in flight (the first on a tie, so that a
+// runtime with one round at a time holds one connection). One claim round trip for all the
+// queues becomes one for each connection's share of them (split). The loop reads the rounds in
+// the order sent, whatever their connections.
+//
+// Rounds on two connections run side by side, each in its own transaction: each takes the first
+// jobs in line that the other has not locked, as claims of two processes do, so when both claim
+// for one queue, their jobs can interleave in its line. The runtime still starts the jobs it
+// holds in line order (start), and only rounds running at the same moment interleave: at most
+// claimConns of them.
+type claimPipes struct {
+	pipes []*claimPipe
+	home  map[*queueRun]int
+	order []int // the pipe of each round in flight, oldest first
+	last  int   // the pipe of the round read last
+}
+
+func newClaimPipes(rt *runtime) *claimPipes {
+	n := claimConns
+	if rt.c.cfg.TransactionPooler {
+		n = 1
+	}
+	ps := &claimPipes{pipes: make([]*claimPipe, n), home: make(map[*queueRun]int, len(rt.queues))}
+	for i := range ps.pipes {
+		ps.pipes[i] = &claimPipe{rt: rt}
+	}
+	for i, q := range rt.queues {
+		ps.home[q] = i % n
+	}
+	return ps
+}
+
+// inFlight is how many rounds are in flight on all the connections.
+func (ps *claimPipes) inFlight() int { return len(ps.order) }
+
+// full reports whether no round may be sent until one is read.
+func (ps *claimPipes) full() bool {
+	return !slices.ContainsFunc(ps.pipes, func(p *claimPipe) bool { return !p.full() })
+}
+
+// room reports whether a connection q's claim may go out on has room for a round.
+func (ps *claimPipes) room(q *queueRun) bool {
+	if q.claimsInParallel() {
+		return !ps.full()
+	}
+	return !ps.pipes[ps.home[q]].full()
+}
+
+// split shares wants out among the connections: the wants of each connection, by its index.
+func (ps *claimPipes) split(wants []claimWant) [][]claimWant {
+	least := 0
+	for i, p := range ps.pipes {
+		if len(p.rounds) < len(ps.pipes[least].rounds) {
+			least = i
+		}
+	}
+	byPipe := make([][]claimWant, len(ps.pipes))
+	for _, w := range wants {
+		i := least
+		if !w.q.claimsInParallel() {
+			i = ps.home[w.q]
+		}
+		byPipe[i] = append(byPipe[i], w)
+	}
+	return byPipe
+}
+
+// send sends round on connection i. On an error the round is not in flight, and neither are
+// those of its connection any more: they are returned, with round, and the connection is
+// discarded.
+func (ps *claimPipes) send(ctx context.Context, i int, round *claimRound) (lost []*claimRound, err error) {
+	if err := ps.pipes[i].send(ctx, round); err != nil {
+		return append(ps.discard(i), round), err
+	}
+	ps.order = append(ps.order, i)
+	return nil, nil
+}
+
+// read reads the oldest round in flight, as claimPipe.read does.
+func (ps *claimPipes) read() (*claimRound, []*jobRow, *limitedResult, error) {
+	ps.last = ps.order[0]
+	ps.order = ps.order[1:]
+	return ps.pipes[ps.last].read()
+}
+
+// skipFailed is claimPipe.skipFailed for the connection of the round read last. When it reports
+// false, the caller discards that connection (discardLast).
+func (ps *claimPipes) skipFailed(err error) bool { return ps.pipes[ps.last].skipFailed(err) }
+
+// discardLast discards the connection of the round read last and returns its rounds in flight.
+// The other connections' rounds stay in flight, to be read as usual.
+func (ps *claimPipes) discardLast() []*claimRound { return ps.discard(ps.last) }
+
+func (ps *claimPipes) discard(i int) []*claimRound {
+	ps.order = slices.DeleteFunc(ps.order, func(j int) bool { return j == i })
+	return ps.pipes[i].discard()
+}
+
+// release gives every connection back to the pool, once no round is in flight.
+func (ps *claimPipes) release() {
+	for _, p := range ps.pipes {
+		p.release()
+	}
 }

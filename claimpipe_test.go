@@ -196,3 +196,151 @@ func TestClaimPipeFailedRoundKeepsTheNext(t *testing.T) {
 		t.Fatalf("%d jobs running, want the 11 the pipe read", n)
 	}
 }
+
+// newPipes returns the claim connections of a runtime serving one queue of n enqueued jobs with
+// the given Concurrency, without running it, and the jobs' ids in the queue's order. They are
+// released when the test ends.
+func newPipes(t *testing.T, b *bundle, n, concurrency int) (*claimPipes, []ulid.ULID) {
+	t.Helper()
+	p, ids := newPipe(t, b, n)
+	p.rt.queues[0].opts.Concurrency = concurrency
+	ps := newClaimPipes(p.rt)
+	t.Cleanup(ps.release)
+	return ps, ids
+}
+
+// sendRounds sends claim rounds for the runtime's first queue, one per limit, each of limit
+// jobs, on the connection the claim loop would send it on.
+func sendRounds(t *testing.T, ps *claimPipes, limits ...int) {
+	t.Helper()
+	for _, limit := range limits {
+		sendWants(t, ps, claimWant{q: ps.pipes[0].rt.queues[0], limit: limit})
+	}
+}
+
+// sendWants sends one claim for wants, on the connections the claim loop would send it on.
+func sendWants(t *testing.T, ps *claimPipes, wants ...claimWant) {
+	t.Helper()
+	for i, wants := range ps.split(wants) {
+		if len(wants) == 0 {
+			continue
+		}
+		if lost, err := ps.send(t.Context(), i, newClaimRound(wants)); err != nil {
+			t.Fatalf("send: %v (%d rounds lost)", err, len(lost))
+		}
+	}
+}
+
+// readRounds reads every round in flight, in the order sent, and returns the ids each claimed.
+func readRounds(t *testing.T, ps *claimPipes) [][]ulid.ULID {
+	t.Helper()
+	var got [][]ulid.ULID
+	for ps.inFlight() > 0 {
+		_, all, _, err := ps.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]ulid.ULID, len(all))
+		for i, r := range all {
+			ids[i] = r.id
+		}
+		got = append(got, ids)
+	}
+	return got
+}
+
+// Rounds of a queue with Concurrency enough go out on the connection with the fewest rounds in
+// flight, and run side by side on two backends; together they claim every job once. A smaller
+// queue's rounds all go out on its own connection, one after the other, in line order; the
+// queues of a runtime share the connections out.
+func TestClaimPipesSideBySide(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ps, ids := newPipes(t, b, 40, parallelClaimMin)
+	sendRounds(t, ps, 10, 10, 10, 10)
+	if !slices.Equal(ps.order, []int{0, 1, 0, 1}) {
+		t.Fatalf("rounds went out on connections %v, want 0 1 0 1", ps.order)
+	}
+	if ps.pipes[0].conn.Conn().PgConn().PID() == ps.pipes[1].conn.Conn().PgConn().PID() {
+		t.Fatal("both claim connections are one backend")
+	}
+	var all []ulid.ULID
+	for i, got := range readRounds(t, ps) {
+		if len(got) != 10 {
+			t.Fatalf("round %d claimed %d jobs, want 10", i, len(got))
+		}
+		all = append(all, got...)
+	}
+	slices.SortFunc(all, ulid.ULID.Compare)
+	if !slices.Equal(all, ids) {
+		t.Fatalf("the rounds claimed %v, want each of %v once", all, ids)
+	}
+
+	small, ids := newPipes(t, setup(t), 30, parallelClaimMin-1)
+	sendRounds(t, small, 10, 10, 10)
+	if !slices.Equal(small.order, []int{0, 0, 0}) {
+		t.Fatalf("a small queue's rounds went out on connections %v, want 0 0 0", small.order)
+	}
+	for i, got := range readRounds(t, small) {
+		slices.SortFunc(got, ulid.ULID.Compare)
+		if want := ids[10*i : 10*i+10]; !slices.Equal(got, want) {
+			t.Fatalf("round %d claimed %v, want %v", i, got, want)
+		}
+	}
+
+	// Two small queues: one claim for both is a round on each queue's own connection.
+	b = setup(t)
+	var specs []*workerSpec
+	for _, name := range []string{"small-a", "small-b"} {
+		q := newQueue[int](t, b.client, name)
+		if _, err := q.EnqueueMany(t.Context(), make([]int, 5), nil); err != nil {
+			t.Fatal(err)
+		}
+		w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 5}))
+		specs = append(specs, &w.spec)
+	}
+	two := newClaimPipes(newRuntime(b.client, specs))
+	t.Cleanup(two.release)
+	sendWants(t, two, claimWant{q: two.pipes[0].rt.queues[0], limit: 5}, claimWant{q: two.pipes[0].rt.queues[1], limit: 5})
+	if !slices.Equal(two.order, []int{0, 1}) {
+		t.Fatalf("two small queues' claim went out on connections %v, want 0 1", two.order)
+	}
+	for i, got := range readRounds(t, two) {
+		if len(got) != 5 {
+			t.Fatalf("round %d claimed %d jobs, want its queue's 5", i, len(got))
+		}
+	}
+}
+
+// A claim connection lost with a round in flight loses that round only: the round in flight on
+// the other connection is read, with its jobs.
+func TestClaimPipesLostConnectionKeepsTheOther(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ps, _ := newPipes(t, b, 22, parallelClaimMin)
+	sendRounds(t, ps, 1, 1) // open both connections (which prepares the statements)
+	readRounds(t, ps)
+	lock := lockJobsTable(t, b) // both rounds wait for it
+	sendRounds(t, ps, 10, 10)
+	pid := ps.pipes[0].conn.Conn().PgConn().PID()
+	if _, err := b.pool.Exec(t.Context(), "SELECT pg_terminate_backend($1, 5000)", pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := ps.read(); err == nil {
+		t.Fatal("a read on a terminated connection succeeded")
+	} else if ps.skipFailed(err) {
+		t.Fatalf("skipFailed kept the terminated connection (%v)", err)
+	}
+	if lost := ps.discardLast(); len(lost) != 0 {
+		t.Fatalf("discarding the lost connection returned %d more rounds, want none", len(lost))
+	}
+	if ps.inFlight() != 1 {
+		t.Fatalf("%d rounds in flight after the loss, want the other connection's 1", ps.inFlight())
+	}
+	if got := readRounds(t, ps); len(got) != 1 || len(got[0]) != 10 {
+		t.Fatalf("the other connection's round claimed %v, want 10 jobs", got)
+	}
+}

@@ -20,34 +20,38 @@ type claimWant struct {
 // fetchLoop claims jobs and starts their handlers until ctx ends. It sleeps until a queue that
 // wants a claim (a wake-up, a full batch last time, a promotion, a rescue or the poll) may claim
 // (queueRun.claimable: it has free slots, or handlers expected to return before a claim comes
-// back), then claims for every such queue in one round trip. While that round is in flight it
-// sends the next one, for the queues whose last claim came back full (claimPipe), and it reads
-// the rounds in the order sent.
+// back), then claims for every such queue in one round trip on each of its connections
+// (claimPipes), which share out the queues. While rounds are in flight it sends more, for the
+// queues whose last claim came back full, and it reads the rounds in the order sent. After a failure it sends nothing until the rounds still in
+// flight are read, then reports the failure and pauses (claimFailed).
 func (rt *runtime) fetchLoop(ctx context.Context) {
 	defer rt.stopClaimTimers()
-	p := &claimPipe{rt: rt}
+	p := newClaimPipes(rt)
 	defer p.release()
 	var f claimFailure
 	for {
 		if ctx.Err() == nil && !p.full() && len(f.rounds) == 0 {
-			if len(p.rounds) == 0 && rt.fewSlotsFree() {
+			if p.inFlight() == 0 && rt.fewSlotsFree() {
 				// Handlers are returning: give the others a moment to, and claim one batch for all.
 				sleepCtx(ctx, gatherFor)
 			}
-			if wants := rt.wantedClaims(len(p.rounds)); len(wants) > 0 {
-				round := newClaimRound(wants)
-				if err := p.send(ctx, round); err != nil {
-					f.add(err, append(p.discard(), round)...)
-					rt.claimFailed(ctx, &f)
+			if wants := rt.wantedClaims(p.inFlight(), p.room); len(wants) > 0 {
+				for i, wants := range p.split(wants) {
+					if len(wants) == 0 {
+						continue
+					}
+					if lost, err := p.send(ctx, i, newClaimRound(wants)); err != nil {
+						f.add(err, lost...)
+					}
 				}
 				continue
 			}
 		}
-		if len(p.rounds) == 0 && len(f.rounds) > 0 {
+		if p.inFlight() == 0 && len(f.rounds) > 0 {
 			rt.claimFailed(ctx, &f)
 			continue
 		}
-		if len(p.rounds) == 0 {
+		if p.inFlight() == 0 {
 			p.release()
 			if ctx.Err() != nil {
 				return
@@ -79,16 +83,16 @@ func (f *claimFailure) add(err error, rounds ...*claimRound) {
 }
 
 // readRound reads the oldest round in flight and starts the jobs it claimed. A round that failed
-// is noted in f; if a statement of it failed on the server, the rounds behind it are read first
-// (they ran, and claimed their jobs), and no round is sent until they are, then f is reported.
-// Any other failure discards the pipe, with the rounds in flight, and is reported at once.
-func (rt *runtime) readRound(ctx context.Context, p *claimPipe, f *claimFailure) {
+// is noted in f. If a statement of it failed on the server, the rounds behind it on its
+// connection ran, and claimed their jobs, and are read as usual; after any other failure its
+// connection is discarded, with the rounds in flight on it, which are noted in f too. The rounds
+// on the other connections are read as usual either way.
+func (rt *runtime) readRound(ctx context.Context, p *claimPipes, f *claimFailure) {
 	round, all, lim, err := p.read()
 	if err != nil {
 		f.add(err, round)
 		if !p.skipFailed(err) {
-			f.rounds = append(f.rounds, p.discard()...)
-			rt.claimFailed(ctx, f)
+			f.rounds = append(f.rounds, p.discardLast()...)
 		}
 		return
 	}
@@ -202,14 +206,15 @@ func movingAverage(avg, d time.Duration) time.Duration {
 // counts the jobs it asks for as on their way (queueRun.claiming) until the round is read. While
 // rounds are in flight (inFlight of them), a queue whose last claim came back full wants one
 // too, without a wish: its next jobs are likely there; but only a batch of at least half its
-// Concurrency is worth another round.
-func (rt *runtime) wantedClaims(inFlight int) []claimWant {
+// Concurrency is worth another round. A queue for whose claim no connection has room (room, see
+// claimPipes) waits for the next.
+func (rt *runtime) wantedClaims(inFlight int, room func(*queueRun) bool) []claimWant {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	var wants []claimWant
 	for _, q := range rt.queues {
 		more := inFlight > 0 && !q.empty
-		if !more && !q.wantClaim.Load() {
+		if !more && !q.wantClaim.Load() || !room(q) {
 			continue
 		}
 		free := q.claimable(rt.claimRTT)
@@ -222,6 +227,21 @@ func (rt *runtime) wantedClaims(inFlight int) []claimWant {
 		}
 	}
 	return wants
+}
+
+// claimsInParallel reports whether q's next claim may run beside another claim of it, on any of
+// the claim loop's connections (claimPipes): it has no claim lock to take exclusively, and
+// Concurrency enough (parallelClaimMin).
+func (q *queueRun) claimsInParallel() bool {
+	switch claimWay(q.way.Load()) {
+	case claimLimited:
+		return false
+	case claimCapped:
+		if q.exclusive {
+			return false
+		}
+	}
+	return q.opts.Concurrency >= parallelClaimMin
 }
 
 // claimWay is how a queue's jobs are claimed, by the limits it has (limits.go). The maintenance

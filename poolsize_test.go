@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestPoolWaitWarning(t *testing.T) {
 			waitFor(t, 10*time.Second, c.name+": the pool warning", func() bool {
 				return strings.Contains(out.String(), warning)
 			})
-			if logs := out.String(); !strings.Contains(logs, "pool_max_conns=3 runtime_conns=4 concurrency=5 waited=") {
+			if logs := out.String(); !strings.Contains(logs, fmt.Sprintf("pool_max_conns=3 runtime_conns=%d concurrency=5 waited=", RuntimeConns)) {
 				t.Errorf("%s: the warning lacks its figures:\n%s", c.name, logs)
 			}
 		}
