@@ -45,8 +45,11 @@ func (p *claimPipe) claimsInFlight() int {
 	if p.rt.c.cfg.TransactionPooler {
 		return 1
 	}
-	return 3
+	return claimsPerConn
 }
+
+// claimsPerConn is claimsInFlight when not behind a transaction pooler.
+const claimsPerConn = 3
 
 // full reports whether no more rounds may be sent until one is read.
 func (p *claimPipe) full() bool { return len(p.rounds) >= p.claimsInFlight() }

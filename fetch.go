@@ -22,8 +22,9 @@ type claimWant struct {
 // (queueRun.claimable: it has free slots, or handlers expected to return before a claim comes
 // back), then claims for every such queue in one round trip on each of its connections
 // (claimPipes), which share out the queues. While rounds are in flight it sends more, for the
-// queues whose last claim came back full, and it reads the rounds in the order sent. After a failure it sends nothing until the rounds still in
-// flight are read, then reports the failure and pauses (claimFailed).
+// queues whose last claim came back full, and it reads the rounds in the order sent. After a
+// failure it sends nothing until the rounds still in flight are read, then reports the failure
+// and pauses (claimFailed).
 func (rt *runtime) fetchLoop(ctx context.Context) {
 	defer rt.stopClaimTimers()
 	p := newClaimPipes(rt)
@@ -164,6 +165,7 @@ func (rt *runtime) unreserve(round *claimRound) {
 	defer rt.mu.Unlock()
 	for _, w := range round.wants {
 		w.q.claiming -= w.limit
+		w.q.rounds--
 	}
 }
 
@@ -206,15 +208,16 @@ func movingAverage(avg, d time.Duration) time.Duration {
 // counts the jobs it asks for as on their way (queueRun.claiming) until the round is read. While
 // rounds are in flight (inFlight of them), a queue whose last claim came back full wants one
 // too, without a wish: its next jobs are likely there; but only a batch of at least half its
-// Concurrency is worth another round. A queue for whose claim no connection has room (room, see
-// claimPipes) waits for the next.
+// Concurrency is worth another round, and only while it has fewer rounds in flight than it may
+// (roundsInFlight). A queue for whose claim no connection has room (room, see claimPipes) waits
+// for the next.
 func (rt *runtime) wantedClaims(inFlight int, room func(*queueRun) bool) []claimWant {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	var wants []claimWant
 	for _, q := range rt.queues {
 		more := inFlight > 0 && !q.empty
-		if !more && !q.wantClaim.Load() || !room(q) {
+		if !more && !q.wantClaim.Load() || !room(q) || q.rounds >= q.roundsInFlight() {
 			continue
 		}
 		free := q.claimable(rt.claimRTT)
@@ -223,10 +226,22 @@ func (rt *runtime) wantedClaims(inFlight int, room func(*queueRun) bool) []claim
 		}
 		if q.wantClaim.Swap(false) || more {
 			q.claiming += free
+			q.rounds++
 			wants = append(wants, claimWant{q: q, limit: free})
 		}
 	}
 	return wants
+}
+
+// roundsInFlight is how many claim rounds for q may be in flight at once: two, one running and
+// the next waiting its turn on the connection, as for every queue before the claim loop had two
+// connections, so that the jobs claimed ahead stay within 2×Concurrency; for a queue claimed on
+// either connection, three on each (claimPipe.claimsInFlight).
+func (q *queueRun) roundsInFlight() int {
+	if q.claimsInParallel() {
+		return claimConns * claimsPerConn
+	}
+	return 2
 }
 
 // claimsInParallel reports whether q's next claim may run beside another claim of it, on any of

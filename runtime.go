@@ -82,8 +82,9 @@ type queueRun struct {
 	// Guarded by rt.mu.
 	busy int // handlers running, counted against Concurrency
 	held int // attempts claimed and not yet settled or abandoned
-	// claiming is how many jobs the claim rounds in flight ask for (the claim loop's pipeline).
-	claiming int
+	// claiming is how many jobs the claim rounds in flight ask for (the claim loop's pipeline),
+	// and rounds how many rounds they are.
+	claiming, rounds int
 	// waiting are attempts claimed ahead of a free slot (attemptWaiting), in the order they
 	// start in.
 	waiting []*attempt
@@ -214,7 +215,8 @@ func (rt *runtime) closeEvents() {
 // its next claim while the last one's jobs still run, or are still on their way, instead of
 // leaving the database idle until their slots free. A round asks for at most Concurrency less
 // the jobs waiting, so the jobs waiting stay within Concurrency for each round in flight when
-// the last was sent: 6×Concurrency with three in flight on each claim connection (claimPipes). A
+// the last was sent (queueRun.roundsInFlight): 2×Concurrency, or 6×Concurrency for a queue
+// claimed on either claim connection, three rounds in flight on each (claimPipes). A
 // job claimed ahead counts as running for a MaxRunning from its claim, so it never lets more
 // than MaxRunning run. The attempts claimed and not yet settled stay within heldPerSlot ×
 // Concurrency besides those claimed ahead, so a completer that falls behind slows the claims.
