@@ -221,10 +221,12 @@ func (p *claimPipe) release() {
 const claimConns = 2
 
 // parallelClaimMin is the least Concurrency of a queue whose claims may go out on any of the
-// claim loop's connections (queueRun.claimsInParallel). A smaller queue's claims all go out on
-// one, its own, so its jobs are claimed strictly in line order; its batches are too small for
-// two connections claiming side by side to gain anything.
-const parallelClaimMin = 8
+// claim loop's connections (queueRun.claimsInParallel), with up to three in flight on each. A
+// smaller queue's claims all go out on one, its own, at most two in flight, so its jobs are
+// claimed strictly in line order, it holds as many jobs claimed ahead and unsettled as it did
+// with one connection (what a process killed mid-drain holds: the fault suite bounds it), and
+// its batches are too small for two connections claiming side by side to gain much.
+const parallelClaimMin = 32
 
 // claimPipes are the claim loop's connections, each a claimPipe: one behind a transaction
 // pooler, claimConns otherwise. Each queue has a connection of its own (its home: the queues

@@ -218,23 +218,33 @@ func (rt *runtime) closeEvents() {
 // the last was sent (queueRun.roundsInFlight): 2×Concurrency, or 6×Concurrency for a queue
 // claimed on either claim connection, three rounds in flight on each (claimPipes). A
 // job claimed ahead counts as running for a MaxRunning from its claim, so it never lets more
-// than MaxRunning run. The attempts claimed and not yet settled stay within heldPerSlot ×
+// than MaxRunning run. The attempts claimed and not yet settled stay within heldPerSlot() ×
 // Concurrency besides those claimed ahead, so a completer that falls behind slows the claims.
 func (q *queueRun) claimable(rtt time.Duration) int {
 	c, ahead := q.opts.Concurrency, 0
 	if due := q.busy + q.claiming; q.runMean > 0 && due > 0 && claimWay(q.way.Load()) != claimLimited {
 		ahead = int(float64(due) * min(1, float64(rtt)/float64(q.runMean)))
 	}
-	return max(0, min(c+ahead-q.busy-len(q.waiting)-q.claiming, heldPerSlot*c+ahead-q.held-q.claiming))
+	return max(0, min(c+ahead-q.busy-len(q.waiting)-q.claiming, q.heldPerSlot()*c+ahead-q.held-q.claiming))
 }
 
-// heldPerSlot bounds the attempts of a queue claimed and not yet settled: heldPerSlot ×
-// Concurrency, besides those claimed ahead. Outcomes come in bursts of a claim's size, from
-// claims on two connections (claimPipes), and a completer round trip waits for the disk: at 4 the
-// claims of a drain of short jobs waited for the completer about a fifth of the time, and the
-// machine was 2–4 points less busy than at 8 (16 gained nothing more). A higher bound means
-// more finished jobs to run again should the process die before settling them.
-const heldPerSlot = 8
+// heldPerSlot is the bound on q's attempts claimed and not yet settled, per slot: 8 for a queue
+// claimed on either claim connection (queueRun.claimsInParallel), 4 for any other.
+func (q *queueRun) heldPerSlot() int {
+	if q.claimsInParallel() {
+		return heldPerSlotParallel
+	}
+	return 4
+}
+
+// heldPerSlotParallel bounds the attempts claimed and not yet settled of a queue claimed on
+// either claim connection: heldPerSlotParallel × Concurrency, besides those claimed ahead.
+// Outcomes come in bursts of a claim's size, from claims on two connections (claimPipes), and a
+// completer round trip waits for the disk: at 4 the claims of a drain of short jobs waited for
+// the completer about a fifth of the time, and the machine was 2–4 points less busy than at 8
+// (16 gained nothing more). A higher bound means more finished jobs to run again should the
+// process die before settling them, so the other queues keep 4.
+const heldPerSlotParallel = 8
 
 // start takes the rows claimed for q as its attempts, waiting in line order (with those already
 // waiting) for a slot, and starts as many as there are free slots. A row whose job's previous

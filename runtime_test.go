@@ -405,13 +405,13 @@ func TestClaimable(t *testing.T) {
 		{name: "long jobs", busy: 10, held: 10, runMean: time.Second, rtt: 3 * ms, want: 0},
 		{name: "some slots free, long jobs", busy: 6, held: 6, runMean: time.Second, rtt: 3 * ms, want: 4},
 		{name: "already waiting", busy: 10, waiting: 4, held: 14, runMean: ms / 2, rtt: ms, want: 6},
-		{name: "completer behind", busy: 10, held: heldPerSlot*10 + 8, runMean: ms / 2, rtt: ms, want: 2},
+		{name: "completer behind", busy: 10, held: 48, runMean: ms / 2, rtt: ms, want: 2},
 		{name: "MaxRunning only", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimCapped, want: 10},
 		{name: "per-key limits or rates", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimLimited, want: 0},
 		{name: "a round in flight, quick handlers", busy: 10, held: 10, claiming: 10, runMean: ms / 4, rtt: ms, want: 10},
 		{name: "a round in flight, half return within a claim", busy: 10, held: 10, claiming: 10, runMean: 2 * ms, rtt: ms, want: 0},
 		{name: "a round in flight for the free slots, long jobs", busy: 6, held: 6, claiming: 4, runMean: time.Second, rtt: 3 * ms, want: 0},
-		{name: "a round in flight, completer behind", busy: 10, held: heldPerSlot*10 + 5, claiming: 10, runMean: ms / 4, rtt: ms, want: 5},
+		{name: "a round in flight, completer behind", busy: 10, held: 45, claiming: 10, runMean: ms / 4, rtt: ms, want: 5},
 	} {
 		q := &queueRun{opts: WorkerOptions{Concurrency: 10}, busy: c.busy, held: c.held, claiming: c.claiming, runMean: c.runMean}
 		q.waiting = make([]*attempt, c.waiting)
