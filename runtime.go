@@ -82,6 +82,8 @@ type queueRun struct {
 	// Guarded by rt.mu.
 	busy int // handlers running, counted against Concurrency
 	held int // attempts claimed and not yet settled or abandoned
+	// runtimeSlots is the Concurrency of every queue of the runtime, summed (heldPerSlot).
+	runtimeSlots int
 	// claiming is how many jobs the claim rounds in flight ask for (the claim loop's pipeline),
 	// and rounds how many rounds they are.
 	claiming, rounds int
@@ -143,6 +145,13 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 		if rt.heartbeatEvery == 0 || s.opts.HeartbeatInterval < rt.heartbeatEvery {
 			rt.heartbeatEvery = s.opts.HeartbeatInterval
 		}
+	}
+	slots := 0
+	for _, q := range rt.queues {
+		slots += q.opts.Concurrency
+	}
+	for _, q := range rt.queues {
+		q.runtimeSlots = slots
 	}
 	// In name order, so that every claim round lists its queues in name order: claim.sql takes
 	// the held locks of the capped queues it is held back on in that order, as the settles do
@@ -228,23 +237,24 @@ func (q *queueRun) claimable(rtt time.Duration) int {
 	return max(0, min(c+ahead-q.busy-len(q.waiting)-q.claiming, q.heldPerSlot()*c+ahead-q.held-q.claiming))
 }
 
-// heldPerSlot is the bound on q's attempts claimed and not yet settled, per slot: 8 for a queue
-// claimed on either claim connection (queueRun.claimsInParallel), 4 for any other.
+// heldPerSlot is the bound on q's attempts claimed and not yet settled, per slot: heldPerSlotWide
+// in a runtime of parallelClaimMin slots or more in all, 4 in a smaller one.
 func (q *queueRun) heldPerSlot() int {
-	if q.claimsInParallel() {
-		return heldPerSlotParallel
+	if q.runtimeSlots >= parallelClaimMin {
+		return heldPerSlotWide
 	}
 	return 4
 }
 
-// heldPerSlotParallel bounds the attempts claimed and not yet settled of a queue claimed on
-// either claim connection: heldPerSlotParallel × Concurrency, besides those claimed ahead.
-// Outcomes come in bursts of a claim's size, from claims on two connections (claimPipes), and a
-// completer round trip waits for the disk: at 4 the claims of a drain of short jobs waited for
-// the completer about a fifth of the time, and the machine was 2–4 points less busy than at 8
-// (16 gained nothing more). A higher bound means more finished jobs to run again should the
-// process die before settling them, so the other queues keep 4.
-const heldPerSlotParallel = 8
+// heldPerSlotWide bounds the attempts claimed and not yet settled of a queue of a runtime with
+// parallelClaimMin slots or more in all: heldPerSlotWide × Concurrency, besides those claimed
+// ahead. Outcomes come in bursts of a claim's size, from claims on two connections (claimPipes),
+// and a completer round trip waits for the disk: at 4 the claims of a drain of short jobs waited
+// for the completer about a fifth of the time, and the machine was 2–4 points less busy than at
+// 8 (16 gained nothing more); the same drain over 20 queues of 5 slots each was ~1.2× as fast at
+// 8. A higher bound means more finished jobs to run again should the process die before
+// settling them: what a process holds grows with its slots in all, so a small one keeps 4.
+const heldPerSlotWide = 8
 
 // start takes the rows claimed for q as its attempts, waiting in line order (with those already
 // waiting) for a slot, and starts as many as there are free slots. A row whose job's previous

@@ -388,12 +388,14 @@ func TestClaimAheadKeepsOrder(t *testing.T) {
 
 // claimable asks for a job per free slot and, unless the queue has per-key limits or a rate,
 // one ahead per running handler, or job of a round in flight, expected to be done within a
-// claim's round trip; the attempts it holds unsettled stay bounded.
+// claim's round trip; the attempts it holds unsettled stay bounded: by 4 per slot, or by 8 in a
+// runtime of 32 slots or more in all.
 func TestClaimable(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
 		name                          string
 		busy, waiting, held, claiming int
+		runtimeSlots                  int // the runtime's slots in all
 		runMean, rtt                  time.Duration
 		way                           claimWay
 		want                          int
@@ -406,6 +408,8 @@ func TestClaimable(t *testing.T) {
 		{name: "some slots free, long jobs", busy: 6, held: 6, runMean: time.Second, rtt: 3 * ms, want: 4},
 		{name: "already waiting", busy: 10, waiting: 4, held: 14, runMean: ms / 2, rtt: ms, want: 6},
 		{name: "completer behind", busy: 10, held: 48, runMean: ms / 2, rtt: ms, want: 2},
+		{name: "completer behind, in a runtime of 32 slots or more", busy: 10, held: 48, runtimeSlots: 32, runMean: ms / 2, rtt: ms, want: 10},
+		{name: "completer far behind, in a runtime of 32 slots or more", busy: 10, held: 88, runtimeSlots: 100, runMean: ms / 2, rtt: ms, want: 2},
 		{name: "MaxRunning only", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimCapped, want: 10},
 		{name: "per-key limits or rates", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimLimited, want: 0},
 		{name: "a round in flight, quick handlers", busy: 10, held: 10, claiming: 10, runMean: ms / 4, rtt: ms, want: 10},
@@ -413,7 +417,8 @@ func TestClaimable(t *testing.T) {
 		{name: "a round in flight for the free slots, long jobs", busy: 6, held: 6, claiming: 4, runMean: time.Second, rtt: 3 * ms, want: 0},
 		{name: "a round in flight, completer behind", busy: 10, held: 45, claiming: 10, runMean: ms / 4, rtt: ms, want: 5},
 	} {
-		q := &queueRun{opts: WorkerOptions{Concurrency: 10}, busy: c.busy, held: c.held, claiming: c.claiming, runMean: c.runMean}
+		q := &queueRun{opts: WorkerOptions{Concurrency: 10}, busy: c.busy, held: c.held, claiming: c.claiming,
+			runtimeSlots: max(10, c.runtimeSlots), runMean: c.runMean}
 		q.waiting = make([]*attempt, c.waiting)
 		q.way.Store(uint32(c.way))
 		if got := q.claimable(c.rtt); got != c.want {
