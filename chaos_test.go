@@ -261,15 +261,32 @@ func heldBy(b *bundle, workerID string) []ulid.ULID {
 	return ids
 }
 
-// TestChaosKilledWorkers stays one function: the kills, the replacements and the final
-// accounting share the run's processes and records, and read in the order they happen.
-//
 // Worker processes are killed with SIGKILL at random moments while three of them work through
 // a queue, and replaced. No job is lost, none is left running, and a job runs more than once only
 // if it was in flight in a killed process (or a worker reported losing its lock). Jobs that record
 // their run in the transaction that completes them (Job.CompleteTx) run exactly once in effect.
+// The processes have 10 slots each, and the jobs they held at their kills stay within
+// 2×Concurrency a kill.
 func TestChaosKilledWorkers(t *testing.T) {
 	t.Parallel()
+	chaosKilledWorkers(t, 10, 2)
+}
+
+// As TestChaosKilledWorkers, with processes of 40 slots: their queue is claimed on both claim
+// connections, with up to six claims in flight, and up to 8×Concurrency of its attempts may
+// wait for the completer (claimsInParallel, heldPerSlot), so a process killed mid-drain may
+// hold more; the jobs held at the kills stay within that bound, 8×Concurrency a kill (in three
+// runs a kill found 1–223 jobs, 367–747 at six kills, against 960 for 4×).
+func TestChaosKilledWideWorkers(t *testing.T) {
+	t.Parallel()
+	chaosKilledWorkers(t, 40, heldPerSlotWide)
+}
+
+// chaosKilledWorkers stays one function: the kills, the replacements and the final accounting
+// share the run's processes and records, and read in the order they happen. Its processes have
+// concurrency slots each; what the killed ones held, in all, stays within heldPerKill ×
+// concurrency a kill.
+func chaosKilledWorkers(t *testing.T, concurrency, heldPerKill int) {
 	b := setup(t)
 	createChaosRuns(b)
 	jobs := chaosJobCount(t)
@@ -283,7 +300,7 @@ func TestChaosKilledWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const procs, concurrency = 3, 10
+	const procs = 3
 	kills := max(6, jobs*6/chaosJobsDefault) // 6 per 10,000 jobs
 	settings := chaosSettings{concurrency: concurrency, lock: 2 * time.Second,
 		poll: 200 * time.Millisecond, work: 5 * time.Millisecond}
@@ -377,7 +394,7 @@ func TestChaosKilledWorkers(t *testing.T) {
 	if lost > 0 {
 		t.Errorf("%d jobs never ran", lost)
 	}
-	bound := kills * 2 * concurrency // a process holds up to Concurrency running jobs, and as many awaiting the completer
+	bound := kills * heldPerKill * concurrency
 	if len(inFlight) > bound {
 		t.Errorf("killed processes held %d jobs, more than the bound %d", len(inFlight), bound)
 	}
