@@ -184,13 +184,13 @@ func runAll(ctx context.Context, e *env, o options, w io.Writer) error {
 // part, and adds each result to all.
 func runScenario(ctx context.Context, e *env, o options, sc *scenario, contenders []contender, all *results) error {
 	for r := range o.runs {
-		for j, st := range sc.allSteps() {
+		for _, t := range sc.turns(r, contenders) {
 			label := sc.name
-			if st.name != "" {
-				label += " (" + st.name + ")"
+			if t.step.name != "" {
+				label += " (" + t.step.name + ")"
 			}
-			if sc.noSystems {
-				res, err := st.run(ctx, e, nil)
+			if t.contender == nil {
+				res, err := t.step.run(ctx, e, nil)
 				if err != nil {
 					return fmt.Errorf("%s, run %d: %w", label, r+1, err)
 				}
@@ -198,23 +198,56 @@ func runScenario(ctx context.Context, e *env, o options, sc *scenario, contender
 				all.add(sc.name, "", res)
 				continue
 			}
-			// Alternate the contenders, and rotate who goes first from run to run and from
-			// step to step.
-			for i := range contenders {
-				c := contenders[(r+j+i)%len(contenders)]
-				if sc.noRiver && c.name != pgqueueContender.name {
-					continue
-				}
-				res, err := runOnce(ctx, e, st, c)
-				if err != nil {
-					return fmt.Errorf("%s, run %d, %s: %w", label, r+1, c.name, err)
-				}
-				progress("%s run %d/%d %s: %s", label, r+1, o.runs, c.name, formatResult(sc, res))
-				all.add(sc.name, c.name, res)
+			c := t.contender
+			res, err := runOnce(ctx, e, t.step, *c)
+			if err != nil {
+				return fmt.Errorf("%s, run %d, %s: %w", label, r+1, c.name, err)
 			}
+			progress("%s run %d/%d %s: %s", label, r+1, o.runs, c.name, formatResult(sc, res))
+			all.add(sc.name, c.name, res)
 		}
 	}
 	return nil
+}
+
+// turn is one step of a scenario for one contender (nil for a scenario that measures none).
+type turn struct {
+	step      step
+	contender *contender
+}
+
+// turns returns run r's steps, each for every contender that takes part, in the order they run:
+// each step for every contender in turn, rotating who goes first from run to run and from step
+// to step; or, for a scenario whose steps are compared with each other (pairSteps), each
+// contender making every step back to back, rotating who goes first from run to run.
+func (sc *scenario) turns(r int, contenders []contender) []turn {
+	var takers []*contender
+	for i := range contenders {
+		if !sc.noRiver || contenders[i].name == pgqueueContender.name {
+			takers = append(takers, &contenders[i])
+		}
+	}
+	steps := sc.allSteps()
+	var out []turn
+	switch {
+	case sc.noSystems:
+		for _, st := range steps {
+			out = append(out, turn{step: st})
+		}
+	case sc.pairSteps:
+		for i := range takers {
+			for _, st := range steps {
+				out = append(out, turn{st, takers[(r+i)%len(takers)]})
+			}
+		}
+	default:
+		for j, st := range steps {
+			for i := range takers {
+				out = append(out, turn{st, takers[(r+j+i)%len(takers)]})
+			}
+		}
+	}
+	return out
 }
 
 // runOnce runs a scenario's step once for a contender, in a fresh schema that it drops

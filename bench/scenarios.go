@@ -127,6 +127,10 @@ type scenario struct {
 	// steps, if set, replace run: each run of the scenario makes every step in turn, each step
 	// on a fresh system of every contender in turn. Their results have metrics of their own.
 	steps []step
+	// pairSteps has each contender make every step back to back instead, for a scenario whose
+	// steps are compared with each other: so that the machine's speed has little time to drift
+	// between them.
+	pairSteps bool
 	// derived prints lines computed from this and earlier scenarios' results.
 	derived func(all *results) []string
 }
@@ -295,9 +299,10 @@ func scenarios() []*scenario {
 				return fmt.Sprintf("6. Drain beside scheduled jobs: as 3, with %s jobs scheduled for tomorrow in the same queue, against the plain drain of 3 alternating within every run",
 					groupInt(e.scheduledJobs()))
 			},
-			metrics: scheduledMetrics(),
-			steps:   scheduledSteps(),
-			derived: drainScheduledRatios,
+			metrics:   scheduledMetrics(),
+			steps:     scheduledSteps(),
+			pairSteps: true,
+			derived:   drainScheduledRatios,
 		},
 		drainLimitedScenario(),
 		drainKeysScenario(),
@@ -721,8 +726,8 @@ func (t *tracker) latencies() []time.Duration {
 }
 
 // Scenario 6's two drains, each run: the plain drain of scenario 3, then the same beside the
-// scheduled jobs. Measured side by side, so that the ratio does not take in how the machine's
-// speed drifted between scenarios 3 and 6.
+// scheduled jobs, back to back for each contender (pairSteps), so that the ratio does not take
+// in how the machine's speed drifted between scenarios 3 and 6.
 const (
 	plainDrain      = "plain"
 	besideScheduled = "beside scheduled"

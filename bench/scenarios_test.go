@@ -276,3 +276,46 @@ func TestTrackerCheckFirst(t *testing.T) {
 		t.Error("checkFirst passed with one of the first jobs missing")
 	}
 }
+
+// A run makes each step for every contender in turn, who goes first rotating; a scenario whose
+// steps are compared with each other has each contender make them back to back; a scenario that
+// measures River not at all, or no contender, leaves them out.
+func TestTurns(t *testing.T) {
+	a, b := step{name: "a"}, step{name: "b"}
+	contenders := []contender{pgqueueContender, riverDefault, riverFast}
+	order := func(ts []turn) string {
+		var parts []string
+		for _, t := range ts {
+			who := "-"
+			if t.contender != nil {
+				who = t.contender.name
+			}
+			parts = append(parts, t.step.name+":"+who)
+		}
+		return strings.Join(parts, " ")
+	}
+	for _, c := range []struct {
+		sc   scenario
+		run  int
+		want string
+	}{
+		{scenario{steps: []step{a, b}}, 0, "a:pgqueue a:river-default a:river-fast b:river-default b:river-fast b:pgqueue"},
+		{scenario{steps: []step{a, b}}, 1, "a:river-default a:river-fast a:pgqueue b:river-fast b:pgqueue b:river-default"},
+		{scenario{steps: []step{a, b}, pairSteps: true}, 1, "a:river-default b:river-default a:river-fast b:river-fast a:pgqueue b:pgqueue"},
+		{scenario{steps: []step{a, b}, noRiver: true}, 1, "a:pgqueue b:pgqueue"},
+		{scenario{steps: []step{a}, noSystems: true}, 2, "a:-"},
+	} {
+		if got := order(c.sc.turns(c.run, contenders)); got != c.want {
+			t.Errorf("turns of run %d, pairSteps %t, noRiver %t, noSystems %t:\n got %s\nwant %s",
+				c.run, c.sc.pairSteps, c.sc.noRiver, c.sc.noSystems, got, c.want)
+		}
+	}
+	for _, sc := range scenarios() {
+		if sc.name != "drain-scheduled" {
+			continue
+		}
+		if steps := sc.allSteps(); !sc.pairSteps || len(steps) != 2 || steps[0].name != plainDrain || steps[1].name != besideScheduled {
+			t.Errorf("drain-scheduled: pairSteps %t, %d steps", sc.pairSteps, len(steps))
+		}
+	}
+}
