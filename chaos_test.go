@@ -265,21 +265,17 @@ func heldBy(b *bundle, workerID string) []ulid.ULID {
 // a queue, and replaced. No job is lost, none is left running, and a job runs more than once only
 // if it was in flight in a killed process (or a worker reported losing its lock). Jobs that record
 // their run in the transaction that completes them (Job.CompleteTx) run exactly once in effect.
-// The processes have 10 slots each, and the jobs they held at their kills stay within
-// 2×Concurrency a kill.
+//
+// Twice, one after the other (each has three processes with pools of their own): with 10 slots a
+// process, the jobs held at the kills stay within 2×Concurrency a kill; with 40, their queue is
+// claimed on both claim connections, with up to six claims in flight, and up to 8×Concurrency of
+// its attempts may wait for the completer (claimsInParallel, heldPerSlot), so a process killed
+// mid-drain may hold more, and they stay within that bound (in three runs a kill found 2–68
+// jobs, 200–310 at six kills; bound 1,920).
 func TestChaosKilledWorkers(t *testing.T) {
 	t.Parallel()
-	chaosKilledWorkers(t, 10, 2)
-}
-
-// As TestChaosKilledWorkers, with processes of 40 slots: their queue is claimed on both claim
-// connections, with up to six claims in flight, and up to 8×Concurrency of its attempts may
-// wait for the completer (claimsInParallel, heldPerSlot), so a process killed mid-drain may
-// hold more; the jobs held at the kills stay within that bound, 8×Concurrency a kill (in three
-// runs a kill found 1–223 jobs, 367–747 at six kills, against 960 for 4×).
-func TestChaosKilledWideWorkers(t *testing.T) {
-	t.Parallel()
-	chaosKilledWorkers(t, 40, heldPerSlotWide)
+	t.Run("10 slots", func(t *testing.T) { chaosKilledWorkers(t, 10, 2) })
+	t.Run("40 slots", func(t *testing.T) { chaosKilledWorkers(t, 40, heldPerSlotWide) })
 }
 
 // chaosKilledWorkers stays one function: the kills, the replacements and the final accounting

@@ -209,11 +209,18 @@ func readChaosSettings() (chaosSettings, error) {
 	return set, nil
 }
 
+// chaosHandlerConns bounds the connections a chaos process's pool has for its handlers (those of
+// Job.CompleteTx each hold one while they run): three processes of 40 slots, one for each
+// handler, passed the test server's 100 connections beside other tests (at 16, the package's
+// tests reached 87). Beyond it, handlers wait for a connection, as they do in an application
+// whose pool is smaller than Concurrency. Processes of 10 slots have one for each.
+const chaosHandlerConns = 10
+
 // openChaosQueue opens a pool on PGQUEUE_TEST_DSN whose connections use PGQUEUE_TEST_SCHEMA,
-// with a connection for every handler and some for the worker's own statements, a client of
-// it named after the process, and its queue "chaos".
+// with a connection for every handler, up to chaosHandlerConns, and some for the worker's own
+// statements, a client of it named after the process, and its queue "chaos".
 func openChaosQueue(ctx context.Context, set chaosSettings) (*pgxpool.Pool, *Client, *Queue[chaosJob], error) {
-	pool, err := helperPool(ctx, int32(set.concurrency+4), "")
+	pool, err := helperPool(ctx, int32(min(set.concurrency, chaosHandlerConns)+4), "")
 	if err != nil {
 		return nil, nil, nil, err
 	}
