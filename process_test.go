@@ -210,10 +210,10 @@ func readChaosSettings() (chaosSettings, error) {
 }
 
 // chaosHandlerConns bounds the connections a chaos process's pool has for its handlers (those of
-// Job.CompleteTx each hold one while they run): three processes of 40 slots, one for each
-// handler, passed the test server's 100 connections beside other tests (at 16, the package's
-// tests reached 87). Beyond it, handlers wait for a connection, as they do in an application
-// whose pool is smaller than Concurrency. Processes of 10 slots have one for each.
+// Job.CompleteTx each hold one while they run): three processes of 40 slots with one for each
+// handler took the test server past its 100 connections beside other tests. Beyond it, handlers
+// wait for a connection, as they do in an application whose pool is smaller than Concurrency.
+// Processes of 10 slots have one for each.
 const chaosHandlerConns = 10
 
 // openChaosQueue opens a pool on PGQUEUE_TEST_DSN whose connections use PGQUEUE_TEST_SCHEMA,

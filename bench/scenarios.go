@@ -296,7 +296,7 @@ func scenarios() []*scenario {
 		{
 			name: "drain-scheduled",
 			title: func(e *env) string {
-				return fmt.Sprintf("6. Drain beside scheduled jobs: as 3, with %s jobs scheduled for tomorrow in the same queue, against the plain drain of 3 alternating within every run",
+				return fmt.Sprintf("6. Drain beside scheduled jobs: as 3, with %s jobs scheduled for tomorrow in the same queue, against the plain drain of 3, each contender making both back to back in every run",
 					groupInt(e.scheduledJobs()))
 			},
 			metrics:   scheduledMetrics(),
