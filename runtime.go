@@ -25,6 +25,8 @@ type runtime struct {
 	byName map[string]*queueRun
 	// heartbeatEvery is the shortest HeartbeatInterval of the queues: the heartbeat's tick.
 	heartbeatEvery time.Duration
+	// slots is the Concurrency of its queues, summed (queueRun.heldPerSlot).
+	slots int
 
 	mu       sync.Mutex
 	attempts map[ulid.ULID]*attempt // claimed and not yet settled or abandoned
@@ -82,8 +84,6 @@ type queueRun struct {
 	// Guarded by rt.mu.
 	busy int // handlers running, counted against Concurrency
 	held int // attempts claimed and not yet settled or abandoned
-	// runtimeSlots is the Concurrency of every queue of the runtime, summed (heldPerSlot).
-	runtimeSlots int
 	// claiming is how many jobs the claim rounds in flight ask for (the claim loop's pipeline),
 	// and rounds how many rounds they are.
 	claiming, rounds int
@@ -142,16 +142,10 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 		s.schedMu.Unlock()
 		rt.queues = append(rt.queues, q)
 		rt.byName[q.name] = q
+		rt.slots += s.opts.Concurrency
 		if rt.heartbeatEvery == 0 || s.opts.HeartbeatInterval < rt.heartbeatEvery {
 			rt.heartbeatEvery = s.opts.HeartbeatInterval
 		}
-	}
-	slots := 0
-	for _, q := range rt.queues {
-		slots += q.opts.Concurrency
-	}
-	for _, q := range rt.queues {
-		q.runtimeSlots = slots
 	}
 	// In name order, so that every claim round lists its queues in name order: claim.sql takes
 	// the held locks of the capped queues it is held back on in that order, as the settles do
@@ -240,7 +234,7 @@ func (q *queueRun) claimable(rtt time.Duration) int {
 // heldPerSlot is the bound on q's attempts claimed and not yet settled, per slot: heldPerSlotWide
 // in a runtime of parallelClaimMin slots or more in all, 4 in a smaller one.
 func (q *queueRun) heldPerSlot() int {
-	if q.runtimeSlots >= parallelClaimMin {
+	if q.rt.slots >= parallelClaimMin {
 		return heldPerSlotWide
 	}
 	return 4

@@ -417,8 +417,8 @@ func TestClaimable(t *testing.T) {
 		{name: "a round in flight for the free slots, long jobs", busy: 6, held: 6, claiming: 4, runMean: time.Second, rtt: 3 * ms, want: 0},
 		{name: "a round in flight, completer behind", busy: 10, held: 45, claiming: 10, runMean: ms / 4, rtt: ms, want: 5},
 	} {
-		q := &queueRun{opts: WorkerOptions{Concurrency: 10}, busy: c.busy, held: c.held, claiming: c.claiming,
-			runtimeSlots: max(10, c.runtimeSlots), runMean: c.runMean}
+		q := &queueRun{rt: &runtime{slots: max(10, c.runtimeSlots)}, opts: WorkerOptions{Concurrency: 10},
+			busy: c.busy, held: c.held, claiming: c.claiming, runMean: c.runMean}
 		q.waiting = make([]*attempt, c.waiting)
 		q.way.Store(uint32(c.way))
 		if got := q.claimable(c.rtt); got != c.want {
