@@ -48,6 +48,7 @@ func ExampleWriteGooseMigrations() {
 	// 00011_pgqueue_20261205120000_count_moves.sql
 	// 00012_pgqueue_20261206120000_claims_held.sql
 	// 00013_pgqueue_20261207120000_held_claims.sql
+	// 00014_pgqueue_20261208120000_running_by_queue.sql
 }
 
 // A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // planBuffers runs EXPLAIN (ANALYZE, BUFFERS) of the claim statement in a rolled-back
@@ -128,5 +130,30 @@ func TestClaimCommitsAsynchronouslyAlone(t *testing.T) {
 	}
 	if got := setting(); got != session {
 		t.Fatalf("after the claim's transaction synchronous_commit = %s, want %s", got, session)
+	}
+}
+
+// Listing a queue's running jobs reads them through pgqueue_jobs_running_idx and sorts them, with
+// either plan a prepared statement may get, however many other jobs the table holds: the order
+// asked for never makes it walk the primary key instead.
+func TestListRunningPlanReadsRunningIndex(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	q := newQueue[int](t, b.client, "listing")
+	if _, err := q.EnqueueMany(ctx, make([]int, 20_000), nil); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := b.pool.Query(ctx, claimSQL, []string{"listing"}, []int32{50}, []int64{30000}, "lister")
+	if got, err := pgx.CollectRows(rows, scanJobRow); err != nil || len(got) != 50 {
+		t.Fatalf("claimed %d jobs (%v), want 50", len(got), err)
+	}
+	b.exec("ANALYZE pgqueue_jobs")
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		plan, buffers := explainBuffers(t, b, mode, listRunningSQL, "listing", [16]byte{}, 10)
+		if !strings.Contains(plan, "pgqueue_jobs_running_idx") || strings.Contains(plan, "pgqueue_jobs_pkey") {
+			t.Fatalf("%s: listing the running jobs does not read the running-jobs index alone:\n%s", mode, plan)
+		}
+		t.Logf("%s: a page of 10 of 50 running jobs among 20,000 touched %d buffers", mode, buffers)
 	}
 }

@@ -4,7 +4,7 @@
 -- attempt. Wakes the workers of each queue that had a job taken back: a job became available, or
 -- a place under the queue's limits freed (also when the job failed). Returns, per queue,
 -- how many became available and how many failed. Reads one range of pgqueue_jobs_running_idx
--- (queue, id) WHERE status = 'running' per queue. Counts the moves itself
+-- (queue) WHERE status = 'running' per queue. Counts the moves itself
 -- (pgqueue_count_moves; see the count_moves migration).
 WITH rescued AS (
     UPDATE pgqueue_jobs AS j
