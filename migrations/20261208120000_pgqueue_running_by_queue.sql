@@ -6,8 +6,8 @@
 -- each claim adds its entries at the right end of the queue's range, and the entries of settled
 -- jobs stay behind at its left end, on leaf pages no insert comes back to, until VACUUM. So the
 -- count walked, before the running jobs, every page of entries left by the jobs run since the
--- last VACUUM: during a drain of 10⁵ jobs (autovacuum off) from 60 to 600 buffers a count, while
--- it found 200-1,000 running jobs. Keyed by the queue alone, a queue's entries are in the order
+-- last VACUUM: during a drain of 10⁵ jobs (autovacuum off) from 63 to 623 buffers a count, while
+-- it found up to 1,100 running jobs. Keyed by the queue alone, a queue's entries are in the order
 -- of their rows' physical addresses, and a claim's new row versions go where a settle freed room
 -- (heap pages are pruned without VACUUM), so its entries land among the dead ones, which the
 -- insert clears from the page before it would split it: in the same drain the count read 17-105
