@@ -3,11 +3,9 @@
 -- what it finds: the running jobs of one queue, a few times its processes' slots. The inner
 -- select is planned on its own (OFFSET 0), so that the order asked for cannot make the planner
 -- walk the primary key through every row of the table instead.
-SELECT id, status, priority, attempt, max_attempts, run_at, created_at, attempted_at, finished_at,
-       payload, errors, unique_key, repeat_remaining, repeat_every_us,
-       locked_by, lock_until, metadata, key, weight
+SELECT *
 FROM (SELECT id, status, priority, attempt, max_attempts, run_at, created_at, attempted_at, finished_at,
-             payload, errors, unique_key, repeat_remaining, (extract(epoch FROM repeat_every) * 1e6)::bigint AS repeat_every_us,
+             payload, errors, unique_key, repeat_remaining, (extract(epoch FROM repeat_every) * 1e6)::bigint,
              locked_by, lock_until, metadata, key, weight
       FROM pgqueue_jobs
       WHERE queue = $1 AND status = 'running' AND id > $2
