@@ -263,6 +263,8 @@ func TestJobTimeoutAfterCompleteTx(t *testing.T) {
 	ev := newEvents()
 	release := make(chan struct{})
 	returned := make(chan struct{})
+	// The JobTimeout leaves CompleteTx time to commit first on a loaded machine: at 100 ms it once
+	// ran out during CompleteTx in CI, and the job was retried instead.
 	w := must(q.NewWorker(func(ctx context.Context, job *Job[string]) error {
 		if job.Payload != "stuck" {
 			return nil
@@ -273,7 +275,7 @@ func TestJobTimeoutAfterCompleteTx(t *testing.T) {
 		}
 		<-release // ignores its context
 		return nil
-	}, &WorkerOptions{Concurrency: 1, JobTimeout: 100 * time.Millisecond, ShutdownTimeout: 200 * time.Millisecond,
+	}, &WorkerOptions{Concurrency: 1, JobTimeout: time.Second, ShutdownTimeout: 200 * time.Millisecond,
 		LockDuration: 2 * time.Second, OnEvent: ev.on, PollInterval: noPoll}))
 	stuck := must(q.Enqueue(t.Context(), "stuck", nil))
 	next := must(q.Enqueue(t.Context(), "next", nil))
