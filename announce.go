@@ -34,6 +34,18 @@ func (n *announcements) addID(queue string, kind byte, id ulid.ULID) {
 	(*n)[queue][kind] = append((*n)[queue][kind], id)
 }
 
+// heardWatched records that a Watch of q is open until at least until, as its notification
+// (msgWatched), a claim of a watched job or the queue's row said.
+func (q *queueRun) heardWatched(until time.Time) {
+	u := until.UnixNano()
+	for {
+		old := q.watchedUntil.Load()
+		if old >= u || q.watchedUntil.CompareAndSwap(old, u) {
+			return
+		}
+	}
+}
+
 // announce sends the noted announcements in one round trip, given a heartbeat interval at most
 // and no more than ctx's deadline; each statement sends nothing if nobody watches the queue any
 // more. Failures only cost watchers an update.
@@ -63,12 +75,12 @@ func (rt *runtime) announce(ctx context.Context, n announcements) {
 // as hearing of the watch (msgWatched), should the notification have been missed.
 func (rt *runtime) announceStarts(ctx context.Context, wants []claimWant, claimed [][]*jobRow) {
 	var n announcements
-	until := time.Now().Add(watchTTL).UnixNano()
+	until := time.Now().Add(watchTTL)
 	for i, w := range wants {
 		for _, r := range claimed[i] {
 			if r.watched {
 				n.addID(w.q.name, msgStarted, r.id)
-				w.q.watchedUntil.Store(until)
+				w.q.heardWatched(until)
 			}
 		}
 	}

@@ -260,7 +260,7 @@ func (q *queueRun) claimsInParallel() bool {
 }
 
 // claimWay is how a queue's jobs are claimed, by the limits it has (limits.go). The maintenance
-// loop reads it from the queue's row (limited_queues.sql); whichever way a stale reading picks,
+// loop reads it from the queue's row (queue_flags.sql); whichever way a stale reading picks,
 // the statements apply the limits the row holds when they run.
 type claimWay uint32
 

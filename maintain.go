@@ -14,7 +14,7 @@ type upkeep struct {
 	poll    bool // the safety-net poll: claim afterwards whatever was found
 	rescue  bool // take back expired leases and prune finished jobs past retention
 	promote bool // make due scheduled jobs available, and read when the next one is due
-	limits  bool // read whether the queue has limits
+	limits  bool // read whether the queue has limits, and whether it is watched
 }
 
 // upkeepResult is what the table said to one queue's upkeep.
@@ -23,15 +23,16 @@ type upkeepResult struct {
 	nextDue           *time.Duration // until the next scheduled job is due; nil: none
 	way               claimWay       // how the queue's limits have it claimed (read if upkeep.limits)
 	rated             bool           // it has a rate limit (read if upkeep.limits)
+	watchedFor        time.Duration  // how much longer a Watch of it is recorded (read if upkeep.limits)
 }
 
 // maintainLoop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
 // it promotes scheduled jobs when they fall due (a timer set to the earliest due time, by the
 // database clock) or when a wake-up says the schedule changed; it takes back expired leases and
 // prunes finished jobs at each queue's poll, or one LockDuration after a claim failed; and at the
-// poll it makes the claim loop look at the queue, and reads whether the queue has limits (also
-// when a wake-up says they changed). The work goes in one round trip of at most four statements
-// (rescue, prune, promote, limits), each covering every queue that needs it, so that 100 idle
+// poll it makes the claim loop look at the queue, and reads whether the queue has limits and
+// whether it is watched (also when a wake-up says they changed, or the listener connects). The
+// work goes in one round trip of at most four statements (rescue, prune, promote, flags), each covering every queue that needs it, so that 100 idle
 // queues cost what one does. Each time it wakes it also looks whether the pool keeps its callers
 // waiting (poolWatch), and every second it folds the schema's count deltas (countsFold). Every
 // statement skips rows another process holds (SKIP LOCKED): any number of processes maintain the
@@ -163,6 +164,9 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 		}
 		if u.limits {
 			u.q.rated.Store(r.rated)
+			if r.watchedFor > 0 {
+				u.q.heardWatched(now.Add(r.watchedFor))
+			}
 		}
 		if u.limits && claimWay(u.q.way.Swap(uint32(r.way))) != r.way {
 			// Claims for it go the other way now (fetch.go), and may find what the last did not.
@@ -210,7 +214,7 @@ func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResul
 		b.Queue(promoteSQL, promote, promoteBatch)
 	}
 	if len(limits) > 0 {
-		b.Queue(limitedQueuesSQL, limits)
+		b.Queue(queueFlagsSQL, limits)
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
@@ -278,12 +282,19 @@ func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote, limits bool,
 	}
 	if limits {
 		var queue string
-		var walked, rated bool
+		var limited, walked, rated bool
+		var watchedMs *int64
 		rows, _ := br.Query()
-		_, err := pgx.ForEachRow(rows, []any{&queue, &walked, &rated}, func() error {
-			found[queue].way, found[queue].rated = claimCapped, rated
-			if walked {
-				found[queue].way = claimLimited
+		_, err := pgx.ForEachRow(rows, []any{&queue, &limited, &walked, &rated, &watchedMs}, func() error {
+			r := found[queue]
+			switch {
+			case walked && limited:
+				r.way, r.rated = claimLimited, rated
+			case limited:
+				r.way, r.rated = claimCapped, rated
+			}
+			if watchedMs != nil {
+				r.watchedFor = time.Duration(*watchedMs) * time.Millisecond
 			}
 			return nil
 		})

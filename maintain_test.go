@@ -110,3 +110,56 @@ func TestPrunePlanReadsOnlyWhatIsPast(t *testing.T) {
 		}
 	}
 }
+
+// A worker that did not hear a Watch begin (its listener was away when the notification went out)
+// learns of it from the queue's row when it reads the queue's flags, at its next poll or when its
+// listener (re)connects: the outcomes of jobs it claimed before the watch are announced then too.
+// The same read still tells it how the queue's limits have it claimed.
+func TestUpkeepReadsWatchedQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	noop := func(context.Context, *Job[int]) error { return nil }
+	var specs []*workerSpec
+	queues := map[string]*Queue[int]{}
+	for _, name := range []string{"plain", "watched", "capped", "capped-watched", "keyed-watched"} {
+		queues[name] = newQueue[int](t, b.client, name)
+		specs = append(specs, &must(queues[name].NewWorker(noop, nil)).spec)
+	}
+	for name, l := range map[string]Limits{"capped": {MaxRunning: 5}, "capped-watched": {MaxRunning: 5}, "keyed-watched": {KeyMaxRunning: 1}} {
+		if err := queues[name].SetLimits(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"watched", "capped-watched", "keyed-watched"} {
+		b.exec(watchSQL, name, watchTTL.Milliseconds()) // as a Watch records it; nobody listens
+	}
+	rt := newRuntime(b.client, specs)
+	var work []upkeep
+	for _, q := range rt.queues {
+		work = append(work, upkeep{q: q, limits: true})
+	}
+	before := time.Now()
+	if err := rt.maintain(t.Context(), work); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		way     claimWay
+		watched bool
+	}{
+		"plain": {claimPlain, false}, "watched": {claimPlain, true}, "capped": {claimCapped, false},
+		"capped-watched": {claimCapped, true}, "keyed-watched": {claimLimited, true},
+	}
+	for _, q := range rt.queues {
+		w := want[q.name]
+		if got := claimWay(q.way.Load()); got != w.way {
+			t.Errorf("queue %s is claimed the way %d, want %d", q.name, got, w.way)
+		}
+		until := time.Unix(0, q.watchedUntil.Load())
+		switch {
+		case !w.watched && q.watchedUntil.Load() != 0:
+			t.Errorf("queue %s is taken as watched until %s; nobody watches it", q.name, until)
+		case w.watched && (until.Before(before.Add(watchTTL/2)) || until.After(time.Now().Add(watchTTL+time.Second))):
+			t.Errorf("queue %s is taken as watched until %s, want about %s from %s", q.name, until, watchTTL, before)
+		}
+	}
+}

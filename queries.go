@@ -32,8 +32,8 @@ var (
 	limitsGetSQL string
 	//go:embed sql/limits_set.sql
 	limitsSetSQL string
-	//go:embed sql/limited_queues.sql
-	limitedQueuesSQL string
+	//go:embed sql/queue_flags.sql
+	queueFlagsSQL string
 	//go:embed sql/rate_wait.sql
 	rateWaitSQL string
 	//go:embed sql/complete.sql

@@ -77,8 +77,9 @@ type queueRun struct {
 	wantLimits  atomic.Bool   // its limits may have changed: read whether it has any
 	way         atomic.Uint32 // a claimWay: how its limits have it claimed
 	rated       atomic.Bool   // it has a rate limit: rate_wait.sql follows its claims
-	// watchedUntil is the unix ns until which a Watch of it was last heard to be open (msgWatched):
-	// the outcomes of jobs claimed before it began are announced too.
+	// watchedUntil is the unix ns until which a Watch of it was last heard to be open (msgWatched,
+	// or its row at a poll: queue_flags.sql): the outcomes of jobs claimed before it began are
+	// announced too.
 	watchedUntil atomic.Int64
 
 	// Guarded by rt.mu.
@@ -579,7 +580,7 @@ func (q *queueRun) onMessage(m message) {
 			signal(rt.wakeFetch)
 		}
 	case msgWatched:
-		q.watchedUntil.Store(time.Now().Add(watchTTL).UnixNano())
+		q.heardWatched(time.Now().Add(watchTTL))
 	case msgListening, msgResync:
 		// Notifications sent before the LISTEN took effect, or while the listener was away,
 		// were not heard: look at the queue again, and at the leases (a job may have been

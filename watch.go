@@ -72,7 +72,8 @@ const watchTTL = time.Minute
 // The first change is a ChangeResync.
 // While a queue is watched, its workers announce the jobs they start and settle (a notification
 // per batch); nobody pays for that when nobody watches. The watch notifies the workers that it
-// began, so they announce the outcomes of jobs claimed before it too.
+// began, once the client listens, so they announce the outcomes of jobs claimed before it too; a
+// worker that missed the notification reads the watch from the queue's row at its next poll.
 //
 // The channel closes when ctx ends or the client is closed. It survives reconnects of the listener, after which it
 // delivers ChangeResync; so it does if the reader falls more than 1024 changes behind.
@@ -105,9 +106,6 @@ func (c *Client) watch(ctx context.Context, queue string) (<-chan Change, error)
 		return nil, fmt.Errorf("pgqueue: watch %s: needs LISTEN; give Config.ListenConnString", name)
 	}
 	w := &watch{c: c, queue: queue, name: name, buf: make(chan Change, 1024)}
-	if err := w.renew(ctx); err != nil {
-		return nil, err
-	}
 	// The first change is a resync, also when the listener was listening already: the listener
 	// delivers one only when it reconnects.
 	w.buf <- Change{Kind: ChangeResync, Queue: w.changeQueue(queue)}
@@ -118,6 +116,12 @@ func (c *Client) watch(ctx context.Context, queue string) (<-chan Change, error)
 			return nil, err
 		}
 		return nil, wrapf(err, "watch %s", name)
+	}
+	// Recorded only now that the client listens, so that its own workers hear the watch's
+	// notification (msgWatched), in order with what follows it.
+	if err := w.renew(ctx); err != nil {
+		w.sub.close()
+		return nil, err
 	}
 	if !w.register() {
 		w.sub.close()
