@@ -3,7 +3,8 @@ package main
 // Flow control: what a queue's limits (pgqueue.Limits) cost a drain, and what the turns between
 // keys give the jobs of small keys. pgqueue only: River's flow control is part of its paid
 // product. Each scenario's steps are variants of one measurement, the baseline without limits
-// first, alternating within every run, each on a fresh schema.
+// and the limited one back to back in every run, which goes first rotating from run to run, each
+// on a fresh schema.
 
 import (
 	"context"
@@ -136,8 +137,9 @@ func drainLimitedScenario() *scenario {
 			return fmt.Sprintf("7. Flow control, a global limit never reached: the drain of 3 (%s pre-inserted no-op jobs without keys, %d slots), without limits and with %s, alternating; pgqueue only",
 				groupInt(e.drainJobs()), drainSlots, maxRunning.name)
 		},
-		metrics: flowMetrics(variants, drainMetrics),
-		noRiver: true,
+		metrics:   flowMetrics(variants, drainMetrics),
+		noRiver:   true,
+		pairSteps: true,
 		steps: flowSteps(variants, func(ctx context.Context, e *env, f flowSystem, l pgqueue.Limits) (result, error) {
 			if err := setLimits(ctx, f, l); err != nil {
 				return nil, err
@@ -157,10 +159,11 @@ func drainKeysScenario() *scenario {
 			return fmt.Sprintf("7b. Flow control, one running job per key: the drain of 3 with its %s jobs spread over %s keys (%d each, enqueued key by key), %d slots, without limits and with %s, alternating; pgqueue only",
 				groupInt(n), groupInt(n/keyJobs), keyJobs, drainSlots, oneRunPerKey.name)
 		},
-		metrics: flowMetrics(variants, drainMetrics),
-		noRiver: true,
-		steps:   flowSteps(variants, runKeyedDrain),
-		derived: flowRatio("drain-keys", oneRunPerKey, ""),
+		metrics:   flowMetrics(variants, drainMetrics),
+		noRiver:   true,
+		pairSteps: true,
+		steps:     flowSteps(variants, runKeyedDrain),
+		derived:   flowRatio("drain-keys", oneRunPerKey, ""),
 	}
 }
 
@@ -217,9 +220,10 @@ func keyFairnessScenario() *scenario {
 			return fmt.Sprintf("7c. Fairness between keys: one key with %s pre-inserted jobs; once the worker (%d slots) has started, %d keys with %d jobs each; wait of the small keys' jobs from their enqueue call (so including the insert) to handler start, without limits and with %s, alternating; pgqueue only",
 				groupInt(e.fairBigJobs()), drainSlots, fairSmallKeys, keyJobs, oneRunPerKey.name)
 		},
-		metrics: flowMetrics(variants, fairnessMetrics),
-		noRiver: true,
-		steps:   flowSteps(variants, runKeyFairness),
+		metrics:   flowMetrics(variants, fairnessMetrics),
+		noRiver:   true,
+		pairSteps: true,
+		steps:     flowSteps(variants, runKeyFairness),
 	}
 }
 

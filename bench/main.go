@@ -236,8 +236,8 @@ func (sc *scenario) turns(r int, contenders []contender) []turn {
 		}
 	case sc.pairSteps:
 		for i := range takers {
-			for _, st := range steps {
-				out = append(out, turn{st, takers[(r+i)%len(takers)]})
+			for k := range steps {
+				out = append(out, turn{steps[(r+k)%len(steps)], takers[(r+i)%len(takers)]})
 			}
 		}
 	default:

@@ -129,7 +129,8 @@ type scenario struct {
 	steps []step
 	// pairSteps has each contender make every step back to back instead, for a scenario whose
 	// steps are compared with each other: so that the machine's speed has little time to drift
-	// between them.
+	// between them. Which step goes first rotates from run to run, so that neither always runs
+	// on a machine the other has just warmed (or left a checkpoint to).
 	pairSteps bool
 	// derived prints lines computed from this and earlier scenarios' results.
 	derived func(all *results) []string

@@ -301,7 +301,10 @@ func TestTurns(t *testing.T) {
 	}{
 		{scenario{steps: []step{a, b}}, 0, "a:pgqueue a:river-default a:river-fast b:river-default b:river-fast b:pgqueue"},
 		{scenario{steps: []step{a, b}}, 1, "a:river-default a:river-fast a:pgqueue b:river-fast b:pgqueue b:river-default"},
-		{scenario{steps: []step{a, b}, pairSteps: true}, 1, "a:river-default b:river-default a:river-fast b:river-fast a:pgqueue b:pgqueue"},
+		{scenario{steps: []step{a, b}, pairSteps: true}, 0, "a:pgqueue b:pgqueue a:river-default b:river-default a:river-fast b:river-fast"},
+		{scenario{steps: []step{a, b}, pairSteps: true}, 1, "b:river-default a:river-default b:river-fast a:river-fast b:pgqueue a:pgqueue"},
+		{scenario{steps: []step{a, b}, pairSteps: true, noRiver: true}, 2, "a:pgqueue b:pgqueue"},
+		{scenario{steps: []step{a, b}, pairSteps: true, noRiver: true}, 3, "b:pgqueue a:pgqueue"},
 		{scenario{steps: []step{a, b}, noRiver: true}, 1, "a:pgqueue b:pgqueue"},
 		{scenario{steps: []step{a}, noSystems: true}, 2, "a:-"},
 	} {
@@ -311,11 +314,15 @@ func TestTurns(t *testing.T) {
 		}
 	}
 	for _, sc := range scenarios() {
-		if sc.name != "drain-scheduled" {
-			continue
-		}
-		if steps := sc.allSteps(); !sc.pairSteps || len(steps) != 2 || steps[0].name != plainDrain || steps[1].name != besideScheduled {
-			t.Errorf("drain-scheduled: pairSteps %t, %d steps", sc.pairSteps, len(steps))
+		switch sc.name {
+		case "drain-scheduled":
+			if steps := sc.allSteps(); !sc.pairSteps || len(steps) != 2 || steps[0].name != plainDrain || steps[1].name != besideScheduled {
+				t.Errorf("drain-scheduled: pairSteps %t, %d steps", sc.pairSteps, len(steps))
+			}
+		case "drain-limited", "drain-keys", "key-fairness":
+			if !sc.pairSteps {
+				t.Errorf("%s: its steps are compared with each other, but do not take turns going first", sc.name)
+			}
 		}
 	}
 }
