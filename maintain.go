@@ -32,11 +32,11 @@ type upkeepResult struct {
 // prunes finished jobs at each queue's poll, or one LockDuration after a claim failed; and at the
 // poll it makes the claim loop look at the queue, and reads whether the queue has limits and
 // whether it is watched (also when a wake-up says they changed, or the listener connects). The
-// work goes in one round trip of at most four statements (rescue, prune, promote, flags), each covering every queue that needs it, so that 100 idle
-// queues cost what one does. Each time it wakes it also looks whether the pool keeps its callers
-// waiting (poolWatch), and every second it folds the schema's count deltas (countsFold). Every
-// statement skips rows another process holds (SKIP LOCKED): any number of processes maintain the
-// same queues without a leader.
+// work goes in one round trip of at most four statements (rescue, prune, promote, flags), each
+// covering every queue that needs it, so that 100 idle queues cost what one does. Each time it
+// wakes it also looks whether the pool keeps its callers waiting (poolWatch), and every second it
+// folds the schema's count deltas (countsFold). Every statement skips rows another process holds
+// (SKIP LOCKED): any number of processes maintain the same queues without a leader.
 func (rt *runtime) maintainLoop(ctx context.Context) {
 	now := time.Now()
 	for _, q := range rt.queues {
