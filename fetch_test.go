@@ -175,3 +175,57 @@ func TestClaimCutShortByShutdownIsNoError(t *testing.T) {
 		}
 	}
 }
+
+// The jobs of one claim share its lock token, and each claim has a fresh one: a job's newer
+// attempt comes from another claim, so a settle under an older token finds nothing, while the
+// jobs that share a token are still told apart by their ids.
+func TestClaimTokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "tokens")
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 4), nil); err != nil {
+		t.Fatal(err)
+	}
+	claim := func() (ids, tokens [][16]byte) {
+		rows, err := b.pool.Query(t.Context(), "WITH c AS ("+claimSQL+") SELECT id, lock_token FROM c",
+			[]string{"tokens"}, []int32{2}, []int64{30000}, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, token [16]byte
+			if err := rows.Scan(&id, &token); err != nil {
+				t.Fatal(err)
+			}
+			ids, tokens = append(ids, id), append(tokens, token)
+		}
+		if err := rows.Err(); err != nil || len(ids) != 2 {
+			t.Fatalf("claimed %d jobs (%v), want 2", len(ids), err)
+		}
+		return ids, tokens
+	}
+	ids1, tokens1 := claim()
+	_, tokens2 := claim()
+	if tokens1[0] != tokens1[1] || tokens2[0] != tokens2[1] {
+		t.Errorf("the jobs of one claim hold different tokens: %x, %x", tokens1, tokens2)
+	}
+	if tokens1[0] == tokens2[0] {
+		t.Fatalf("two claims handed out the same token %x", tokens1[0])
+	}
+	// Settling the first job under the second claim's token touches nothing; under its own, only
+	// that job.
+	var completed int
+	if err := b.pool.QueryRow(t.Context(), "WITH c AS ("+completeSQL+") SELECT count(*) FROM c",
+		[][16]byte{ids1[0]}, [][16]byte{tokens2[0]}).Scan(&completed); err != nil || completed != 0 {
+		t.Fatalf("a settle under another claim's token completed %d jobs (%v), want 0", completed, err)
+	}
+	if err := b.pool.QueryRow(t.Context(), "WITH c AS ("+completeSQL+") SELECT count(*) FROM c",
+		[][16]byte{ids1[0]}, [][16]byte{tokens1[0]}).Scan(&completed); err != nil || completed != 1 {
+		t.Fatalf("the settle completed %d jobs (%v), want 1", completed, err)
+	}
+	var running int
+	if err := b.pool.QueryRow(t.Context(), "SELECT count(*) FROM pgqueue_jobs WHERE status = 'running'").Scan(&running); err != nil || running != 3 {
+		t.Fatalf("%d jobs running (%v), want the other 3", running, err)
+	}
+}

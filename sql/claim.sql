@@ -1,6 +1,8 @@
 -- claim: leases available jobs of several queues in one statement: of each queue $1[i], up to
 -- $2[i] jobs, highest priority first, then oldest id, for $3[i] ms, to worker $4. Each claimed
--- job gets a fresh lock token and one more attempt. A paused queue yields nothing. Each row also
+-- job gets one more attempt and the statement's fresh lock token: one for all the jobs it claims
+-- (an InitPlan, evaluated once), since each fence matches on (id, lock_token) and gen_random_uuid
+-- costs 3-4 us a call, 0.3-0.4 ms a claim of 100. A paused queue yields nothing. Each row also
 -- names its queue and says whether the queue is being watched, so that the worker announces the
 -- jobs' starts and outcomes.
 -- A queue with only a MaxRunning is claimed here too, after claim_lock.sql in the same
@@ -32,7 +34,7 @@
 UPDATE pgqueue_jobs AS j
 SET status       = 'running',
     attempt      = j.attempt + 1,
-    lock_token   = gen_random_uuid(),
+    lock_token   = (SELECT gen_random_uuid()),
     lock_until   = now() + ($3::bigint[])[array_position($1::text[], j.queue)] * interval '1 millisecond',
     locked_by    = $4,
     attempted_at = now()

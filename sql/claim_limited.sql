@@ -175,7 +175,7 @@ WITH claimable AS (
     UPDATE pgqueue_jobs AS j
     SET status       = 'running',
         attempt      = j.attempt + 1,
-        lock_token   = gen_random_uuid(),
+        lock_token   = (SELECT gen_random_uuid()), -- once for the statement, as in claim.sql
         lock_until   = now() + ($3::bigint[])[array_position($1::text[], j.queue)] * interval '1 millisecond',
         locked_by    = $4,
         attempted_at = now()
