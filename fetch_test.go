@@ -187,21 +187,13 @@ func TestClaimTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := func() (ids, tokens [][16]byte) {
-		rows, err := b.pool.Query(t.Context(), "WITH c AS ("+claimSQL+") SELECT id, lock_token FROM c",
-			[]string{"tokens"}, []int32{2}, []int64{30000}, "w")
-		if err != nil {
-			t.Fatal(err)
+		rows, _ := b.pool.Query(t.Context(), claimSQL, []string{"tokens"}, []int32{2}, []int64{30000}, "w")
+		got, err := pgx.CollectRows(rows, scanJobRow)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("claimed %d jobs (%v), want 2", len(got), err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id, token [16]byte
-			if err := rows.Scan(&id, &token); err != nil {
-				t.Fatal(err)
-			}
-			ids, tokens = append(ids, id), append(tokens, token)
-		}
-		if err := rows.Err(); err != nil || len(ids) != 2 {
-			t.Fatalf("claimed %d jobs (%v), want 2", len(ids), err)
+		for _, r := range got {
+			ids, tokens = append(ids, [16]byte(r.id)), append(tokens, r.token)
 		}
 		return ids, tokens
 	}

@@ -287,11 +287,11 @@ func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote, limits bool,
 		rows, _ := br.Query()
 		_, err := pgx.ForEachRow(rows, []any{&queue, &limited, &walked, &rated, &watchedMs}, func() error {
 			r := found[queue]
-			switch {
-			case walked && limited:
-				r.way, r.rated = claimLimited, rated
-			case limited:
+			if limited {
 				r.way, r.rated = claimCapped, rated
+				if walked {
+					r.way = claimLimited
+				}
 			}
 			if watchedMs != nil {
 				r.watchedFor = time.Duration(*watchedMs) * time.Millisecond
