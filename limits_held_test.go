@@ -2,13 +2,16 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oklog/ulid/v2"
 )
 
 // listenConn returns a connection of the bundle's pool that listens on the schema's channel.
@@ -427,5 +430,65 @@ func TestRescueToFailedWakesHeldClaim(t *testing.T) {
 	}
 	if p := receive(t, started, 10*time.Second, "the held job to start once the expired one failed"); p != 2 {
 		t.Fatalf("job %d started, want 2", p)
+	}
+}
+
+// A job that waits for its retry holds its key's place under KeyMaxRunning; deleting it frees the
+// place at once, whichever call deletes it: the key's next job starts on the delete's
+// notification, as it does on a cancel's, not at the poll an hour later.
+func TestDeleteWakesKeyHeldByRetry(t *testing.T) {
+	t.Parallel()
+	deletes := map[string]func(context.Context, *bundle, *Queue[int], ulid.ULID) error{
+		"Delete": func(ctx context.Context, _ *bundle, q *Queue[int], id ulid.ULID) error {
+			return q.Delete(ctx, id, nil)
+		},
+		"DeleteJob": func(ctx context.Context, b *bundle, _ *Queue[int], id ulid.ULID) error {
+			return b.client.DeleteJob(ctx, id, nil)
+		},
+		"DeleteJobs": func(ctx context.Context, b *bundle, q *Queue[int], _ ulid.ULID) error {
+			n, err := b.client.DeleteJobs(ctx, JobFilter{Queues: []string{q.Name()}, Statuses: []Status{StatusScheduled}}, nil)
+			if err == nil && n != 1 {
+				err = fmt.Errorf("DeleteJobs deleted %d jobs, want the one waiting for its retry", n)
+			}
+			return err
+		},
+	}
+	for name, del := range deletes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := t.Context()
+			q := limitedQueue(t, b, "deleted-"+strings.ToLower(name), Limits{KeyMaxRunning: 1}, 0)
+			started := make(chan int, 2)
+			startWorker(t, must(q.NewWorker(func(_ context.Context, job *Job[int]) error {
+				started <- job.Payload
+				if job.Payload == 1 {
+					return errors.New("fails, and retries in an hour")
+				}
+				return nil
+			}, &WorkerOptions{Concurrency: 2, PollInterval: time.Hour})))
+			opts := &EnqueueOptions{Key: "tenant", RetryDelay: time.Hour}
+			ids, err := q.EnqueueMany(ctx, []int{1, 2}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := receive(t, started, 10*time.Second, "the first job to start"); p != 1 {
+				t.Fatalf("job %d started first, want 1", p)
+			}
+			waitFor(t, 10*time.Second, "the first job to wait for its retry", func() bool {
+				return b.count("id = $1 AND status = 'scheduled'", ids[0]) == 1
+			})
+			select {
+			case p := <-started:
+				t.Fatalf("job %d started while the first held the key's place", p)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if err := del(ctx, b, q, ids[0]); err != nil {
+				t.Fatal(err)
+			}
+			if p := receive(t, started, 10*time.Second, "the key's next job once the first was deleted"); p != 2 {
+				t.Fatalf("job %d started, want 2", p)
+			}
+		})
 	}
 }

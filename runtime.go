@@ -571,11 +571,14 @@ func (q *queueRun) onMessage(m message) {
 		q.wantClaim.Store(true)
 		signal(rt.wakeMaint)
 		signal(rt.wakeFetch)
-	case msgCancelled:
-		rt.cancelAttempts(q, m.ids)
+	case msgCancelled, msgDeleted:
+		if m.kind == msgCancelled {
+			rt.cancelAttempts(q, m.ids)
+		}
 		if claimWay(q.way.Load()) != claimPlain {
-			// A running job that ends by a cancel or a delete frees a place under the queue's
-			// limits, and no settle of it will say so.
+			// A job that ends by a cancel or a delete may free a place under the queue's limits
+			// (a running job's, or a key's held by a job waiting for its retry), and no settle of
+			// it will say so.
 			q.wantClaim.Store(true)
 			signal(rt.wakeFetch)
 		}
