@@ -100,9 +100,11 @@ func (e *opError) Unwrap() error { return e.err }
 
 // PanicError is the error recorded for an attempt whose handler panicked. The worker recovers
 // the panic, records the value and the stack in the job's errors, and retries the job like any
-// other failed attempt.
+// other failed attempt. A panic of a Periodic's PayloadFunc, or of an enqueue middleware while it
+// enqueues a periodic job, is recovered too: the occurrence fails with a PanicError (reported as
+// EventError) and is tried again, as after an error.
 type PanicError struct {
-	// Value is what the handler passed to panic.
+	// Value is what the handler (or PayloadFunc, or middleware) passed to panic.
 	Value any
 	// Stack is the goroutine's stack at the panic.
 	Stack string

@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +79,8 @@ type Periodic[T any] struct {
 	// scheduler's goroutine of the process that enqueues the occurrence, while that process's
 	// transaction holds the schedule's row: keep it short. An error leaves the occurrence to be
 	// tried again a few seconds later (by any process), and is logged and reported as EventError.
+	// A panic, in PayloadFunc or in an EnqueueMiddleware enqueueing the occurrence's job, is
+	// recovered and treated the same way, as an error wrapping a *PanicError (with the stack).
 	PayloadFunc func(ctx context.Context, at time.Time) (T, error)
 
 	// Options are the enqueue options of each job (RunAt is not allowed: use Delay). A
@@ -107,7 +110,8 @@ type periodicSpec struct {
 	grace       time.Duration             // with its default
 	keep        int                       // missed occurrences enqueued: 0, 1 or MissedMax
 	opts        *EnqueueOptions           // validated; copied from the declaration
-	// enqueue enqueues the job of the occurrence at in tx, making its payload first.
+	// enqueue enqueues the job of the occurrence at in tx, making its payload first. A panic
+	// in the application's code it calls is returned as an error wrapping a *PanicError.
 	enqueue func(ctx context.Context, tx pgx.Tx, at time.Time) error
 }
 
@@ -124,15 +128,23 @@ func (w *Worker[T]) AddPeriodic(p Periodic[T]) error {
 	if err != nil {
 		return err
 	}
-	ps.enqueue = func(ctx context.Context, tx pgx.Tx, at time.Time) error {
+	ps.enqueue = func(ctx context.Context, tx pgx.Tx, at time.Time) (err error) {
+		// PayloadFunc and the client's enqueue middleware are the application's code, run on the
+		// scheduler's goroutine: a panic there fails this occurrence, as an error would (fire
+		// rolls its transaction back and the occurrence is tried again), not the process.
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("occurrence %s: %w", at.Format(time.RFC3339Nano),
+					&PanicError{Value: v, Stack: string(debug.Stack())})
+			}
+		}()
 		payload := p.Payload
 		if p.PayloadFunc != nil {
-			var err error
 			if payload, err = p.PayloadFunc(ctx, at); err != nil {
 				return fmt.Errorf("payload of %s: %w", at.Format(time.RFC3339Nano), err)
 			}
 		}
-		_, err := (&Queue[T]{c: w.spec.c, name: w.spec.queue}).EnqueueTx(ctx, tx, payload, ps.opts)
+		_, err = (&Queue[T]{c: w.spec.c, name: w.spec.queue}).EnqueueTx(ctx, tx, payload, ps.opts)
 		return err
 	}
 	w.spec.schedMu.Lock()

@@ -3,10 +3,12 @@ package pgqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -375,6 +377,112 @@ func TestPeriodicPayloadError(t *testing.T) {
 	})
 	if n := checkEachOnce(t, "flaky", b.enqueuedTicks("periodic", "flaky"), mustNext(t, Periodic[tick]{Name: "f", Every: time.Hour}), created, handled); n < 2 {
 		t.Errorf("%d occurrences enqueued after the failure, want the 2 or 3 due", n)
+	}
+}
+
+// TestPeriodicPayloadPanic: an occurrence whose PayloadFunc panics, after the job of an earlier
+// occurrence was enqueued in the same transaction, is reported as EventError wrapping a
+// *PanicError; the process keeps running, nothing of the try is kept, and each occurrence is
+// enqueued once when a later try succeeds.
+func TestPeriodicPayloadPanic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	evs := newEvents()
+	c := must(NewClient(b.pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: KeepForever}}))
+	t.Cleanup(func() { _ = c.Close() })
+	q := newQueue[tick](t, c, "periodic")
+	handled := make(chan tick, 100)
+	w := must(q.NewWorker(func(_ context.Context, j *Job[tick]) error {
+		handled <- j.Payload
+		return nil
+	}, &WorkerOptions{OnEvent: evs.on}))
+	var mu sync.Mutex
+	calls := 0
+	err := w.AddPeriodic(Periodic[tick]{Name: "panicky", Cron: "@every 1h", Missed: MissedRunAll, MissedMax: 10,
+		Grace: 2 * time.Hour,
+		PayloadFunc: func(_ context.Context, at time.Time) (tick, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if calls++; calls == 2 { // the first occurrence's job is already in the transaction
+				panic("payload boom")
+			}
+			return tick{Schedule: "panicky", At: at}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.exec(`INSERT INTO pgqueue_schedules (queue, name, spec, handled_until, created_at)
+		VALUES ('periodic', 'panicky', '@every 1h', now() - interval '3 hours', now() - interval '3 hours')`)
+	created, _ := b.scheduleRow("periodic", "panicky")
+	startWorker(t, w)
+	ev := evs.next(t, EventError)
+	var pe *PanicError
+	if !errors.As(ev.Err, &pe) || pe.Value != "payload boom" || !strings.Contains(pe.Stack, "TestPeriodicPayloadPanic") {
+		t.Fatalf("EventError %v, want it to wrap a *PanicError of the PayloadFunc's panic, with its stack", ev.Err)
+	}
+	if !strings.Contains(ev.Err.Error(), "periodic job panicky of queue periodic") || strings.Count(ev.Err.Error(), "pgqueue:") != 1 {
+		t.Errorf("EventError %v, want it to name the schedule", ev.Err)
+	}
+	if _, h := b.scheduleRow("periodic", "panicky"); !h.Equal(created) {
+		t.Errorf("a panicking try moved the schedule to %s", h)
+	}
+	if n := len(b.enqueuedTicks("periodic", "panicky")); n != 0 {
+		t.Errorf("the panicking try left %d jobs, want its transaction rolled back", n)
+	}
+	// The retry's jobs reach the handler: the scheduler and the worker outlived the panic.
+	receive(t, handled, 30*time.Second, "a job of the next try")
+	_, h := b.scheduleRow("periodic", "panicky")
+	if n := checkEachOnce(t, "panicky", b.enqueuedTicks("periodic", "panicky"), mustNext(t, Periodic[tick]{Name: "p", Every: time.Hour}), created, h); n < 3 {
+		t.Errorf("%d occurrences enqueued after the panic, want the 3 or more due", n)
+	}
+}
+
+// TestPeriodicEnqueueMiddlewarePanic: an enqueue middleware that panics on a periodic job's
+// enqueue, after the insert, fails that try as a panicking PayloadFunc does: EventError wrapping
+// a *PanicError, the insert rolled back, the occurrence enqueued once by a later try.
+func TestPeriodicEnqueueMiddlewarePanic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	evs := newEvents()
+	var panicked atomic.Bool
+	c := must(NewClient(b.pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: KeepForever},
+		EnqueueMiddleware: []EnqueueMiddleware{func(ctx context.Context, e *EnqueueInfo, next func(context.Context) error) error {
+			err := next(ctx)
+			if panicked.CompareAndSwap(false, true) {
+				panic(errors.New("middleware boom"))
+			}
+			return err
+		}}}))
+	t.Cleanup(func() { _ = c.Close() })
+	q := newQueue[tick](t, c, "periodic")
+	handled := make(chan tick, 100)
+	w := must(q.NewWorker(func(_ context.Context, j *Job[tick]) error {
+		handled <- j.Payload
+		return nil
+	}, &WorkerOptions{OnEvent: evs.on}))
+	if err := w.AddPeriodic(tickPeriodic(Periodic[tick]{Name: "wrapped", Cron: "@every 1h", Missed: MissedRunAll,
+		MissedMax: 10, Grace: 2 * time.Hour})); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(`INSERT INTO pgqueue_schedules (queue, name, spec, handled_until, created_at)
+		VALUES ('periodic', 'wrapped', '@every 1h', now() - interval '3 hours', now() - interval '3 hours')`)
+	created, _ := b.scheduleRow("periodic", "wrapped")
+	startWorker(t, w)
+	ev := evs.next(t, EventError)
+	var pe *PanicError
+	if !errors.As(ev.Err, &pe) || fmt.Sprint(pe.Value) != "middleware boom" || !strings.Contains(pe.Stack, "TestPeriodicEnqueueMiddlewarePanic") {
+		t.Fatalf("EventError %v, want it to wrap a *PanicError of the middleware's panic, with its stack", ev.Err)
+	}
+	if !strings.Contains(ev.Err.Error(), "periodic job wrapped of queue periodic") {
+		t.Errorf("EventError %v, want it to name the schedule", ev.Err)
+	}
+	if n := len(b.enqueuedTicks("periodic", "wrapped")); n != 0 {
+		t.Errorf("the panicking try left %d jobs, want its insert rolled back", n)
+	}
+	receive(t, handled, 30*time.Second, "a job of the next try")
+	_, h := b.scheduleRow("periodic", "wrapped")
+	if n := checkEachOnce(t, "wrapped", b.enqueuedTicks("periodic", "wrapped"), mustNext(t, Periodic[tick]{Name: "p", Every: time.Hour}), created, h); n < 3 {
+		t.Errorf("%d occurrences enqueued after the panic, want the 3 or more due", n)
 	}
 }
 

@@ -155,7 +155,8 @@ func (s *scheduler) state(ctx context.Context) ([]*time.Time, time.Time, error) 
 // fire enqueues p's due occurrences, those after handled and up to now, as its missed-runs
 // policy says, in one transaction with the move of its row's handled_until. It returns how far
 // p is then handled. When another process has moved the row first, it enqueues nothing: that
-// process enqueues them.
+// process enqueues them. When an enqueue fails (p.enqueue turns a panic of PayloadFunc or of the
+// enqueue middleware into an error), the transaction is rolled back and p stays at handled.
 func (s *scheduler) fire(ctx context.Context, p *periodicSpec, handled, now time.Time) (time.Time, error) {
 	enqueue, to := p.plan(handled, now)
 	if to.IsZero() {
