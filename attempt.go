@@ -61,8 +61,13 @@ type attempt struct {
 	deadline time.Time // when its JobTimeout passes; zero without one
 	cancel   context.CancelCauseFunc
 
+	// ahead: claimed ahead of a free slot, its start not recorded by the claim: once it starts,
+	// the completer records it (runtime.unrecorded).
+	ahead bool
+
 	// Guarded by runtime.mu.
 	state    attemptState
+	since    time.Time // waiting: since when, by the local clock
 	row      *jobRow   // waiting: the row its handler gets
 	prev     *attempt  // waiting: the job's previous attempt here, its outcome not yet reported
 	leaseEnd time.Time // local, conservative estimate of lock_until

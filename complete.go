@@ -24,19 +24,22 @@ func (rt *runtime) completeLoop(ctx context.Context) {
 	for {
 		skipped.release(rt)
 		batch := rt.takeOutcomes()
-		if len(batch) == 0 {
+		starts, nextStart := rt.takeUnrecorded(time.Now())
+		if len(batch) == 0 && len(starts) == 0 {
 			select {
 			case <-ctx.Done():
 				rt.finalSettle(skipped.outcomes)
 				return
 			case <-rt.settle:
 			case <-skipped.wait():
+			case <-timerAt(nextStart):
 			}
 			continue
 		}
-		left, err := rt.settleOutcomes(ctx, batch)
+		left, err := rt.settleOutcomes(ctx, batch, starts)
 		if err != nil {
 			rt.putBackOutcomes(batch)
+			rt.putBackUnrecorded(starts)
 			if ctx.Err() != nil {
 				rt.finalSettle(skipped.outcomes)
 				return
@@ -52,6 +55,53 @@ func (rt *runtime) completeLoop(ctx context.Context) {
 		failures = 0
 		skipped.add(rt, left)
 	}
+}
+
+// timerAt returns a channel that fires at t; nil (never) if t is zero.
+func timerAt(t time.Time) <-chan time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return time.After(time.Until(t))
+}
+
+// startRecordAfter is how long the handler of a job claimed ahead of a free slot runs before the
+// completer records its start (record_starts.sql): by then most short jobs have returned, and
+// their outcome records it with no write of its own; a longer job's start is recorded within this
+// and a round trip. Should its process die before, the attempt is not counted against the job,
+// once (rescue.sql).
+const startRecordAfter = 20 * time.Millisecond
+
+// takeUnrecorded takes the attempts claimed ahead whose handlers have run startRecordAfter by now
+// and still run, for the completer to record their starts, and returns when the next one will
+// have (zero if none). Those whose handlers returned meanwhile are forgotten: their outcome
+// records their start.
+func (rt *runtime) takeUnrecorded(now time.Time) (due []*attempt, next time.Time) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	kept := rt.unrecorded[:0]
+	for _, a := range rt.unrecorded {
+		switch {
+		case a.state != attemptRunning && a.state != attemptInTx:
+		case now.Sub(a.started) >= startRecordAfter:
+			due = append(due, a)
+		default:
+			if at := a.started.Add(startRecordAfter); next.IsZero() || at.Before(next) {
+				next = at
+			}
+			kept = append(kept, a)
+		}
+	}
+	clear(rt.unrecorded[len(kept):])
+	rt.unrecorded = kept
+	return due, next
+}
+
+// putBackUnrecorded puts back starts whose record failed, to be recorded with the next batch.
+func (rt *runtime) putBackUnrecorded(starts []*attempt) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.unrecorded = append(starts, rt.unrecorded...)
 }
 
 // skipPauseFirst is how long an outcome whose row a settle skipped waits before it is settled
@@ -126,7 +176,7 @@ func (rt *runtime) finalSettle(skipped []outcome) {
 	rt.putBackSkipped(skipped)
 	// More than one batch when a job has two outcomes (takeOutcomes), or rows were skipped.
 	for batch := rt.takeOutcomes(); len(batch) > 0; batch = rt.takeOutcomes() {
-		left, err := rt.settleOutcomes(ctx, batch)
+		left, err := rt.settleOutcomes(ctx, batch, nil)
 		if err == nil && len(left) > 0 {
 			rt.putBackOutcomes(left)
 			if !sleepCtx(ctx, skipPause(left, timeout)) {
@@ -198,6 +248,8 @@ type settleArgs struct {
 	failErrors, failStacks  []string
 	backIDs, backTokens     [][16]byte
 	backDelays              []int64    // µs
+	backStarted             []bool     // the handler started (a snooze, a shutdown), or not (a job claimed ahead)
+	startIDs, startTokens   [][16]byte // started attempts claimed ahead, whose starts are to be recorded
 	inTxIDs, inTxTokens     [][16]byte // completed with Job.CompleteTx, and the transactions
 	inTxXacts               []string
 	inTxNext                []ulid.ULID // the next runs those transactions enqueued
@@ -220,8 +272,9 @@ type settled struct {
 // nothing; it is reported as EventLockLost. No statement waits for a row another transaction
 // locks: such an outcome is skipped, and returned to be settled again later, so that one locked
 // row holds up neither the batch nor the outcomes that follow it.
-func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome) (skipped []outcome, err error) {
+func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome, starts []*attempt) (skipped []outcome, err error) {
 	args := rt.buildSettle(batch)
+	args.recordStarts(starts)
 	results, err := rt.sendSettle(ctx, args)
 	if err != nil {
 		return nil, err
@@ -281,6 +334,7 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 		case outcomeRequeue:
 			a.backIDs, a.backTokens = append(a.backIDs, id), append(a.backTokens, token)
 			a.backDelays = append(a.backDelays, o.delay.Microseconds())
+			a.backStarted = append(a.backStarted, !o.a.started.IsZero())
 		case outcomeFailed:
 			a.failIDs, a.failTokens = append(a.failIDs, id), append(a.failTokens, token)
 			a.failDelays = append(a.failDelays, o.a.q.opts.RetryBackoff.Delay(o.a.attempt).Microseconds())
@@ -294,6 +348,14 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 		a.repeatNext = append(a.repeatNext, id) // ids for the next runs
 	}
 	return a
+}
+
+// recordStarts adds the starts of attempts claimed ahead to record (record_starts.sql) to the
+// batch.
+func (a *settleArgs) recordStarts(starts []*attempt) {
+	for _, s := range starts {
+		a.startIDs, a.startTokens = append(a.startIDs, s.id), append(a.startTokens, s.token)
+	}
 }
 
 // sendSettle sends the statements a batch needs in one round trip and returns what became of
@@ -344,6 +406,9 @@ func (rt *runtime) findSkipped(ctx context.Context, a *settleArgs, results map[u
 
 // queue adds the statements the batch needs to b.
 func (a *settleArgs) queue(b *pgx.Batch) {
+	if len(a.startIDs) > 0 {
+		b.Queue(recordStartsSQL, a.startIDs, a.startTokens)
+	}
 	if len(a.doneIDs) > 0 {
 		b.Queue(completeSQL, a.doneIDs, a.doneTokens)
 	}
@@ -357,7 +422,7 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 		b.Queue(failSQL, a.failIDs, a.failTokens, a.failDelays, a.failFinal, a.failErrors, a.failStacks, maxErrorsKept)
 	}
 	if len(a.backIDs) > 0 {
-		b.Queue(requeueSQL, a.backIDs, a.backTokens, a.backDelays)
+		b.Queue(requeueSQL, a.backIDs, a.backTokens, a.backDelays, a.backStarted)
 	}
 	if len(a.inTxIDs) > 0 {
 		// A job whose transaction is still open was skipped above, its row locked; one that
@@ -430,6 +495,15 @@ func readSettled(br pgx.BatchResults, a *settleArgs) (map[ulid.ULID]settled, err
 		n    int
 		read func() error
 	}{
+		{len(a.startIDs), func() error {
+			// Starts that were not recorded (their rows locked, or gone) are recorded by the
+			// jobs' outcomes.
+			rows, _ := br.Query()
+			if rows.Close(); rows.Err() != nil {
+				return fmt.Errorf("pgqueue: record starts: %w", rows.Err())
+			}
+			return nil
+		}},
 		{len(a.doneIDs), func() error { return completed("complete", false) }},
 		{len(a.keptIDs), func() error { return completed("complete", false) }},
 		{len(a.repeatIDs), func() error { return completed("complete repeating", true) }},
@@ -570,7 +644,7 @@ func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
 			q.logJob(a, "pgqueue: job completed", elapsed)
 		}
 	case EventHandedBack:
-		q.logJob(a, "pgqueue: job handed back at shutdown, attempt not charged", elapsed)
+		q.logJob(a, "pgqueue: job handed back, attempt not charged", elapsed)
 	case EventSnoozed:
 		q.logJob(a, "pgqueue: job snoozed", elapsed, slog.Time("run_at", r.runAt))
 	case EventFailed:

@@ -202,7 +202,7 @@ func TestSkippedOutcomeKeepsItsPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var skipped skippedOutcomes
-	left, err := rt.settleOutcomes(ctx, rt.takeOutcomes())
+	left, err := rt.settleOutcomes(ctx, rt.takeOutcomes(), nil)
 	if err != nil || len(left) != 1 || left[0].a != first {
 		t.Fatalf("settle of the locked job's outcome: %d skipped, %v; want it skipped", len(left), err)
 	}
@@ -290,7 +290,7 @@ func settleFirstLostThenCompleted(t *testing.T, rt *runtime, ev *events, first, 
 		if len(batch) != 1 || batch[0].a != want.a {
 			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
 		}
-		if left, err := rt.settleOutcomes(t.Context(), batch); err != nil || len(left) > 0 {
+		if left, err := rt.settleOutcomes(t.Context(), batch, nil); err != nil || len(left) > 0 {
 			t.Fatalf("settle: %d outcomes skipped, %v", len(left), err)
 		}
 		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {

@@ -42,10 +42,11 @@ const (
 	// EventCancelled: a running job was cancelled (Queue.Cancel, or Queue.Delete with Cancel);
 	// the handler's context was cancelled with ErrCancelled and its outcome is discarded.
 	EventCancelled EventKind = "cancelled"
-	// EventHandedBack: Run stopped before the job was done: its handler was stopped by shutdown
-	// (Elapsed), or the job was claimed as shutdown began and never started (Elapsed zero). The
-	// job went back to the queue, runnable at RunAt, without charging the attempt: Attempt is
-	// the attempt that did not count, and the job's next run is that attempt again.
+	// EventHandedBack: the job went back to the queue before it was done, without charging the
+	// attempt: its handler was stopped by shutdown (Elapsed), or it never started (Elapsed zero):
+	// it was claimed as shutdown began, or, claimed ahead of a free slot, it waited for one longer
+	// than a job claimed ahead may, or its queue was paused meanwhile. It is runnable at RunAt;
+	// Attempt is the attempt that did not count, and the job's next run is that attempt again.
 	EventHandedBack EventKind = "handed_back"
 	// EventError: the worker could not reach the database or a statement failed (Err). The
 	// worker keeps going and retries with back-off; no job is lost.

@@ -11,10 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// claimWant is one queue's part of a claim round trip: how many jobs to ask for.
+// claimWant is one queue's part of a claim round trip: how many jobs to ask for, and how many of
+// them, the last in line, are claimed ahead of a free slot: they wait for a slot a running handler
+// frees, and their start is recorded when they start (claim.sql).
 type claimWant struct {
 	q     *queueRun
 	limit int
+	ahead int
 }
 
 // fetchLoop claims jobs and starts their handlers until ctx ends. It sleeps until a queue that
@@ -24,13 +27,15 @@ type claimWant struct {
 // (claimPipes), which share out the queues. While rounds are in flight it sends more, for the
 // queues whose last claim came back full, and it reads the rounds in the order sent. After a
 // failure it sends nothing until the rounds still in flight are read, then reports the failure
-// and pauses (claimFailed).
+// and pauses (claimFailed). Each time round, jobs claimed ahead that have waited for a slot longer
+// than aheadWaitMax go back to the table (handBackOverdue).
 func (rt *runtime) fetchLoop(ctx context.Context) {
 	defer rt.stopClaimTimers()
 	p := newClaimPipes(rt)
 	defer p.release()
 	var f claimFailure
 	for {
+		handBackAt := rt.handBackOverdue(time.Now())
 		if ctx.Err() == nil && !p.full() && len(f.rounds) == 0 {
 			if p.inFlight() == 0 && rt.fewSlotsFree() {
 				// Handlers are returning: give the others a moment to, and claim one batch for all.
@@ -61,6 +66,7 @@ func (rt *runtime) fetchLoop(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 			case <-rt.wakeFetch:
+			case <-timerAt(handBackAt):
 			}
 			continue
 		}
@@ -116,9 +122,18 @@ func (rt *runtime) took(ctx context.Context, round *claimRound, all []*jobRow, l
 		}
 		return
 	}
+	for i, w := range round.wants {
+		if w.q.paused.Load() && len(claimed[i]) > 0 {
+			// Paused while the claim was under way: no job of the queue starts once the pause
+			// is heard.
+			rt.handBack(w.q, claimed[i], round.sent.Add(w.q.opts.LockDuration))
+			claimed[i] = nil
+		}
+	}
 	rt.announceStarts(ctx, round.wants, claimed)
 	for i, w := range round.wants {
 		rows := claimed[i]
+		markAhead(rows, w)
 		// A full batch means more may be waiting: claim again as soon as a slot frees.
 		if len(rows) == w.limit {
 			w.q.wantClaim.Store(true)
@@ -136,6 +151,15 @@ func (rt *runtime) took(ctx context.Context, round *claimRound, all []*jobRow, l
 		}
 	}
 	rt.reportDrained()
+}
+
+// markAhead sorts the rows claimed for w in line order and marks those its claim took ahead of a
+// free slot: the last w.ahead of what w asked for, whose start claim.sql did not record.
+func markAhead(rows []*jobRow, w claimWant) {
+	slices.SortFunc(rows, rowsInLine)
+	for i, r := range rows {
+		r.ahead = i >= w.limit-w.ahead
+	}
 }
 
 // chooseLockMode picks how the next claim of a MaxRunning-only queue takes its claim lock, after
@@ -184,7 +208,7 @@ func (rt *runtime) fewSlotsFree() bool {
 		if !q.wantClaim.Load() {
 			continue
 		}
-		switch free := q.claimable(rt.claimRTT); {
+		switch free, _ := q.claimable(rt.claimRTT); {
 		case free == 0:
 		case 2*free >= q.opts.Concurrency || q.busy == 0:
 			return false
@@ -220,14 +244,17 @@ func (rt *runtime) wantedClaims(inFlight int, room func(*queueRun) bool) []claim
 		if !more && !q.wantClaim.Load() || !room(q) || q.rounds >= q.roundsInFlight() {
 			continue
 		}
-		free := q.claimable(rt.claimRTT)
+		if q.paused.Load() {
+			continue // its claims would find nothing; Resume wakes it
+		}
+		free, ahead := q.claimable(rt.claimRTT)
 		if free == 0 || inFlight > 0 && 2*free < q.opts.Concurrency {
 			continue
 		}
 		if q.wantClaim.Swap(false) || more {
 			q.claiming += free
 			q.rounds++
-			wants = append(wants, claimWant{q: q, limit: free})
+			wants = append(wants, claimWant{q: q, limit: free, ahead: ahead})
 		}
 	}
 	return wants
@@ -271,11 +298,12 @@ const (
 )
 
 // claimArgs are the parameters of one claim statement: queues, how many of each, their leases
-// in ms.
+// in ms, how many of each start at once (the others are claimed ahead of a free slot).
 type claimArgs struct {
 	queues []string
 	limits []int32
 	leases []int64
+	atOnce []int32
 	rated  bool // a queue has a rate limit
 }
 
@@ -284,6 +312,7 @@ func (a *claimArgs) add(w claimWant) {
 	a.queues = append(a.queues, w.q.name)
 	a.limits = append(a.limits, int32(w.limit))
 	a.leases = append(a.leases, w.q.opts.LockDuration.Milliseconds())
+	a.atOnce = append(a.atOnce, int32(w.limit-w.ahead))
 }
 
 // claimRound is one claim round trip: the wants it claims for, and its statements: claim.sql for
@@ -423,7 +452,7 @@ func (round *claimRound) statements(id string) []claimStatement {
 		s = append(s, claimStatement{claimLockSQL, []any{round.locks, round.shared, claimTickets}})
 	}
 	if len(plain.queues) > 0 {
-		s = append(s, claimStatement{claimSQL, []any{plain.queues, plain.limits, plain.leases, id}})
+		s = append(s, claimStatement{claimSQL, []any{plain.queues, plain.limits, plain.leases, id, plain.atOnce}})
 	}
 	if len(limited.queues) > 0 {
 		s = append(s, claimStatement{claimLimitedSQL, []any{limited.queues, limited.limits, limited.leases, id}})

@@ -212,6 +212,9 @@ type jobRow struct {
 	key             *string
 	weight          int
 	watched         bool // the queue is being watched
+	// ahead: claimed ahead of a free slot, its start not recorded by the claim (claimWant.ahead);
+	// set by the claim loop, not read from the row.
+	ahead bool
 
 	meta        map[string]string // metadata decoded, once metaDecoded
 	metaDecoded bool

@@ -14,7 +14,10 @@ type upkeep struct {
 	poll    bool // the safety-net poll: claim afterwards whatever was found
 	rescue  bool // take back expired leases and prune finished jobs past retention
 	promote bool // make due scheduled jobs available, and read when the next one is due
-	limits  bool // read whether the queue has limits, and whether it is watched
+	limits  bool // read whether the queue has limits, and whether it is watched or paused
+	// pauseHeard is the queue's count of pause and resume messages heard when the upkeep was
+	// made: a paused flag read in its round trip is applied only if no message came since.
+	pauseHeard uint64
 }
 
 // upkeepResult is what the table said to one queue's upkeep.
@@ -24,6 +27,7 @@ type upkeepResult struct {
 	way               claimWay       // how the queue's limits have it claimed (read if upkeep.limits)
 	rated             bool           // it has a rate limit (read if upkeep.limits)
 	watchedFor        time.Duration  // how much longer a Watch of it is recorded (read if upkeep.limits)
+	paused            bool           // it is paused (read if upkeep.limits)
 }
 
 // maintainLoop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
@@ -91,6 +95,7 @@ func (rt *runtime) upkeepDue(now time.Time) []upkeep {
 		u.rescue = u.rescue || u.poll
 		u.promote = q.wantPromote.Swap(false) || u.poll || (!q.nextDue.IsZero() && !now.Before(q.nextDue))
 		u.limits = q.wantLimits.Swap(false) || u.poll
+		u.pauseHeard = q.pauseHeard.Load()
 		if u.poll {
 			q.nextPoll = now.Add(q.opts.PollInterval)
 		}
@@ -167,6 +172,7 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 			if r.watchedFor > 0 {
 				u.q.heardWatched(now.Add(r.watchedFor))
 			}
+			claim = rt.readPaused(u, r.paused) || claim
 		}
 		if u.limits && claimWay(u.q.way.Swap(uint32(r.way))) != r.way {
 			// Claims for it go the other way now (fetch.go), and may find what the last did not.
@@ -182,6 +188,24 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 		signal(rt.wakeFetch)
 	}
 	return nil
+}
+
+// readPaused applies whether u's queue is paused, as its row said in u's round trip, unless a
+// pause or resume message was heard since the upkeep was made: a worker that missed the message
+// (its listener was away) learns it at the next poll. It reports whether the queue was found
+// resumed, and so wants a claim.
+func (rt *runtime) readPaused(u upkeep, paused bool) (resumed bool) {
+	q := u.q
+	if q.pauseHeard.Load() != u.pauseHeard || q.paused.Load() == paused {
+		return false
+	}
+	q.paused.Store(paused)
+	if paused {
+		rt.handBackPaused(q)
+		return false
+	}
+	q.wantClaim.Store(true)
+	return true
 }
 
 // sendUpkeep sends, in one round trip, the statements of work (rescue and prune, promotion, and
@@ -282,11 +306,12 @@ func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote, limits bool,
 	}
 	if limits {
 		var queue string
-		var limited, walked, rated bool
+		var limited, walked, rated, paused bool
 		var watchedMs *int64
 		rows, _ := br.Query()
-		_, err := pgx.ForEachRow(rows, []any{&queue, &limited, &walked, &rated, &watchedMs}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&queue, &limited, &walked, &rated, &watchedMs, &paused}, func() error {
 			r := found[queue]
+			r.paused = paused
 			if limited {
 				r.way, r.rated = claimCapped, rated
 				if walked {

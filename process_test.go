@@ -35,6 +35,8 @@ func helperMain() int {
 		return limitsChaosMain()
 	case "keyworker":
 		return keyHelperMain()
+	case "ahead":
+		return aheadMain()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 2

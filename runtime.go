@@ -41,6 +41,9 @@ type runtime struct {
 	// transaction) and that the completer holds to settle again: a newer outcome of one waits
 	// for it (takeOutcomes).
 	skippedJobs map[ulid.ULID]bool
+	// unrecorded are attempts claimed ahead of a free slot that have started, in the order they
+	// did, whose start the completer is to record (takeUnrecorded).
+	unrecorded []*attempt
 
 	wakeFetch   chan struct{}    // a queue wants a claim, a slot freed, or outcomes were settled
 	wakeMaint   chan struct{}    // a queue wants promotion, or a rescue was asked for
@@ -81,6 +84,11 @@ type queueRun struct {
 	// or its row at a poll: queue_flags.sql): the outcomes of jobs claimed before it began are
 	// announced too.
 	watchedUntil atomic.Int64
+	// paused: a pause of it was heard (msgPaused, or its row at a poll): none of its jobs starts
+	// here, and those claimed go back. pauseHeard counts the pause and resume messages heard, so
+	// that a read of its row sent before one of them does not undo it.
+	paused     atomic.Bool
+	pauseHeard atomic.Uint64
 
 	// Guarded by rt.mu.
 	busy int // handlers running, counted against Concurrency
@@ -94,6 +102,9 @@ type queueRun struct {
 	// runMean is a moving average of its handlers' run times: how soon a running one returns.
 	// Zero until one has.
 	runMean time.Duration
+	// stalled: a job claimed ahead waited longer than aheadWaitMax and went back; it claims ahead
+	// no more until one of its handlers returns.
+	stalled bool
 
 	// The fetch loop's own.
 	empty        bool        // the last claim found fewer jobs than it asked for
@@ -209,28 +220,48 @@ func (rt *runtime) closeEvents() {
 }
 
 // claimable is how many more jobs q may claim now (with rt.mu held), when a claim takes about
-// rtt: a job for each free slot and, unless the queue has per-key limits or a rate, one ahead
-// for each of its running handlers, and each job on its way in a claim round in flight, expected
-// to be done before a claim sent now comes back: their number times rtt ÷ the handlers' mean
-// run time, all of them when handlers are quicker than a claim, none before one has returned.
-// The jobs waiting for a slot or on their way count against it.
+// rtt, and how many of them are claimed ahead of a free slot: a job for each free slot not
+// spoken for and, if the queue may claim ahead (claimsAhead), one ahead for each of its running
+// handlers, and each job on its way in a claim round in flight, expected to be done before a
+// claim sent now comes back: their number times rtt ÷ the handlers' mean run time, all of them
+// when handlers are quicker than a claim, none before one has returned. The jobs waiting for a
+// slot or on their way count against it. The jobs for free slots are the first in line of what
+// it claims, and start as soon as the claim comes back: the slots of every job claimed or
+// running before stay theirs.
 //
 // A job claimed ahead waits for the slot its predecessor frees, so that the claim loop sends
 // its next claim while the last one's jobs still run, or are still on their way, instead of
 // leaving the database idle until their slots free. A round asks for at most Concurrency less
 // the jobs waiting, so the jobs waiting stay within Concurrency for each round in flight when
 // the last was sent (queueRun.roundsInFlight): 2×Concurrency, or 6×Concurrency for a queue
-// claimed on either claim connection, three rounds in flight on each (claimPipes). A
-// job claimed ahead counts as running for a MaxRunning from its claim, so it never lets more
-// than MaxRunning run. The attempts claimed and not yet settled stay within heldPerSlot() ×
-// Concurrency besides those claimed ahead, so a completer that falls behind slows the claims.
-func (q *queueRun) claimable(rtt time.Duration) int {
-	c, ahead := q.opts.Concurrency, 0
-	if due := q.busy + q.claiming; q.runMean > 0 && due > 0 && claimWay(q.way.Load()) != claimLimited {
-		ahead = int(float64(due) * min(1, float64(rtt)/float64(q.runMean)))
+// claimed on either claim connection, three rounds in flight on each (claimPipes). The attempts
+// claimed and not yet settled stay within heldPerSlot() × Concurrency besides those claimed
+// ahead, so a completer that falls behind slows the claims.
+func (q *queueRun) claimable(rtt time.Duration) (n, ahead int) {
+	c, expected := q.opts.Concurrency, 0
+	if due := q.busy + q.claiming; q.runMean > 0 && due > 0 && q.claimsAhead() {
+		expected = int(float64(due) * min(1, float64(rtt)/float64(q.runMean)))
 	}
-	return max(0, min(c+ahead-q.busy-len(q.waiting)-q.claiming, q.heldPerSlot()*c+ahead-q.held-q.claiming))
+	spoken := q.busy + len(q.waiting) + q.claiming
+	n = max(0, min(c+expected-spoken, q.heldPerSlot()*c+expected-q.held-q.claiming))
+	return n, n - min(n, max(c-spoken, 0))
 }
+
+// claimsAhead reports whether q may claim ahead of its free slots (with rt.mu held). Not with
+// limits: a job waiting here would hold a place of its MaxRunning or its key's, which another
+// process with a free slot could not use, or have its start logged for a rate before it starts.
+// Not while paused. Not while stalled: its last job claimed ahead waited past aheadWaitMax, and
+// its handlers, slower than their mean says, are to show that they return again.
+func (q *queueRun) claimsAhead() bool {
+	return claimWay(q.way.Load()) == claimPlain && !q.paused.Load() && !q.stalled
+}
+
+// aheadWaitMax is the longest a job claimed ahead of a free slot waits for one: a job is claimed
+// ahead only for a handler expected to return within a claim's round trip (a few ms), so one
+// still waiting after this is behind handlers slower than their mean said. It goes back to the
+// table, uncharged and in its place, where a process with a free slot takes it
+// (handBackOverdue), and its queue claims ahead no more until one of its handlers returns.
+const aheadWaitMax = 100 * time.Millisecond
 
 // heldPerSlot is the bound on q's attempts claimed and not yet settled, per slot: heldPerSlotWide
 // in a runtime of parallelClaimMin slots or more in all, 4 in a smaller one.
@@ -264,6 +295,7 @@ func (rt *runtime) start(q *queueRun, rows []*jobRow, leaseEnd time.Time) {
 	rt.mu.Lock()
 	for _, r := range rows {
 		a := q.newAttempt(r, leaseEnd)
+		a.since = now
 		lost, a.prev = rt.supersede(a, now, lost, &events)
 		q.waiting = append(q.waiting, a)
 	}
@@ -328,6 +360,7 @@ func (q *queueRun) newAttempt(r *jobRow, leaseEnd time.Time) *attempt {
 		leaseEnd:    leaseEnd,
 		state:       attemptWaiting,
 		row:         r,
+		ahead:       r.ahead,
 	}
 }
 
@@ -347,19 +380,24 @@ func (q *queueRun) begin(jobBase context.Context, a *attempt, now time.Time) con
 	return withAttempt(ctx, a)
 }
 
-// startWaiting starts q's waiting attempts, in order, while it has free slots and Run has not
-// ended, and returns their handlers' tasks and the EventStarted of each, to be emitted under
+// startWaiting starts q's waiting attempts, in order, while it has free slots, Run has not
+// ended and no pause of it was heard; the starts of those claimed ahead are to be recorded
+// (rt.unrecorded). It returns their handlers' tasks and the EventStarted of each, to be emitted under
 // rt.mu, so that each comes before any other event of its attempt (decided under rt.mu later),
 // and only if the worker has an OnEvent. An EventStarted whose job's previous attempt has its
 // outcome still to be reported waits in that attempt's next, so that a job's events come in the
 // order of its attempts. The caller holds rt.mu.
 func (rt *runtime) startWaiting(q *queueRun, now time.Time) (tasks []handlerTask, events []Event) {
-	for q.busy < q.opts.Concurrency && len(q.waiting) > 0 && rt.runCtx.Err() == nil {
+	for q.busy < q.opts.Concurrency && len(q.waiting) > 0 && rt.runCtx.Err() == nil && !q.paused.Load() {
 		a := q.waiting[0]
 		q.waiting = q.waiting[1:]
 		ctx := q.begin(rt.jobBase, a, now)
 		q.busy++
 		rt.busy++
+		if a.ahead {
+			rt.unrecorded = append(rt.unrecorded, a)
+			signal(rt.settle) // to record its start
+		}
 		tasks = append(tasks, handlerTask{ctx: ctx, a: a, r: a.row})
 		a.row = nil
 		switch prev := a.prev; {
@@ -416,6 +454,7 @@ func (rt *runtime) finishAttempt(ctx context.Context, a *attempt, err error) []h
 		rt.outcomes = append(rt.outcomes, classify(a, err, cause, elapsed))
 	}
 	q.runMean = movingAverage(q.runMean, elapsed)
+	q.stalled = false
 	next, started := rt.startWaiting(q, now)
 	q.events.emitAll(started)
 	rt.mu.Unlock()
@@ -484,17 +523,76 @@ func (rt *runtime) handBackWaiting() {
 	rt.mu.Lock()
 	n := 0
 	for _, q := range rt.queues {
-		for _, a := range q.waiting {
-			a.state, a.row, a.prev = attemptFinishing, nil, nil
-			rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeRequeue})
-			n++
-		}
-		q.waiting = nil
+		n += rt.handBackLine(q, len(q.waiting))
 	}
 	rt.mu.Unlock()
 	if n > 0 {
 		signal(rt.settle)
 	}
+}
+
+// handBackPaused queues the attempts of q waiting for a slot, once a pause of q was heard, to go
+// back to the queue unstarted and uncharged.
+func (rt *runtime) handBackPaused(q *queueRun) {
+	rt.mu.Lock()
+	n := rt.handBackLine(q, len(q.waiting))
+	rt.mu.Unlock()
+	if n > 0 {
+		signal(rt.settle)
+	}
+}
+
+// handBackOverdue queues the attempts that have waited for a slot longer than aheadWaitMax by now
+// to go back to the queue unstarted and uncharged, and marks their queues stalled
+// (queueRun.claimsAhead); it returns when the next waiting attempt is due to go back, zero if
+// none waits.
+func (rt *runtime) handBackOverdue(now time.Time) (next time.Time) {
+	rt.mu.Lock()
+	n := 0
+	for _, q := range rt.queues {
+		waited := func(a *attempt) bool { return !now.Before(a.since.Add(aheadWaitMax)) }
+		for _, a := range q.waiting {
+			if due := a.since.Add(aheadWaitMax); !waited(a) && (next.IsZero() || due.Before(next)) {
+				next = due
+			}
+		}
+		before := len(q.waiting)
+		// The waiting line keeps the queue's order with those that go back taken out.
+		q.waiting = slices.DeleteFunc(q.waiting, func(a *attempt) bool {
+			if waited(a) {
+				rt.handBackWaiter(a)
+				return true
+			}
+			return false
+		})
+		if len(q.waiting) < before {
+			q.stalled = true
+			n += before - len(q.waiting)
+		}
+	}
+	rt.mu.Unlock()
+	if n > 0 {
+		signal(rt.settle)
+	}
+	return next
+}
+
+// handBackLine queues the last n attempts of q's waiting line to go back to the queue unstarted
+// and uncharged (handBackWaiter), and returns n. The caller holds rt.mu.
+func (rt *runtime) handBackLine(q *queueRun, n int) int {
+	for _, a := range q.waiting[len(q.waiting)-n:] {
+		rt.handBackWaiter(a)
+	}
+	q.waiting = q.waiting[:len(q.waiting)-n]
+	return n
+}
+
+// handBackWaiter queues a, taken out of its queue's waiting line, to go back to the queue
+// unstarted and uncharged; it is reported as EventHandedBack once settled. The caller holds
+// rt.mu.
+func (rt *runtime) handBackWaiter(a *attempt) {
+	a.state, a.row, a.prev = attemptFinishing, nil, nil
+	rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeRequeue})
 }
 
 // forget stops counting a settled or abandoned attempt against its queue's held attempts, once,
@@ -559,9 +657,18 @@ func (rt *runtime) giveUpOverdue(now time.Time) {
 func (q *queueRun) onMessage(m message) {
 	rt := q.rt
 	switch m.kind {
-	case msgAvailable, msgResumed:
+	case msgAvailable:
 		q.wantClaim.Store(true)
 		signal(rt.wakeFetch)
+	case msgResumed:
+		q.pauseHeard.Add(1)
+		q.paused.Store(false)
+		q.wantClaim.Store(true)
+		signal(rt.wakeFetch)
+	case msgPaused:
+		q.pauseHeard.Add(1)
+		q.paused.Store(true)
+		rt.handBackPaused(q)
 	case msgScheduled:
 		q.wantPromote.Store(true)
 		signal(rt.wakeMaint)

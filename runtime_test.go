@@ -386,10 +386,11 @@ func TestClaimAheadKeepsOrder(t *testing.T) {
 	}
 }
 
-// claimable asks for a job per free slot and, unless the queue has per-key limits or a rate,
-// one ahead per running handler, or job of a round in flight, expected to be done within a
-// claim's round trip; the attempts it holds unsettled stay bounded: by 4 per slot, or by 8 in a
-// runtime of 32 slots or more in all.
+// claimable asks for a job per free slot and, for a queue without limits whose last job claimed
+// ahead did not wait too long, one ahead per running handler, or job of a round in flight,
+// expected to be done within a claim's round trip; those beyond the free slots are claimed
+// ahead. The attempts it holds unsettled stay bounded: by 4 per slot, or by 8 in a runtime of 32
+// slots or more in all.
 func TestClaimable(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
@@ -398,31 +399,36 @@ func TestClaimable(t *testing.T) {
 		runtimeSlots                  int // the runtime's slots in all
 		runMean, rtt                  time.Duration
 		way                           claimWay
-		want                          int
+		stalled, paused               bool
+		want, wantAhead               int
 	}{
 		{name: "idle", want: 10},
 		{name: "no run time known yet", busy: 10, held: 10, rtt: ms, want: 0},
-		{name: "handlers quicker than a claim", busy: 10, held: 10, runMean: ms / 2, rtt: ms, want: 10},
-		{name: "half return within a claim", busy: 10, held: 10, runMean: 2 * ms, rtt: ms, want: 5},
+		{name: "handlers quicker than a claim", busy: 10, held: 10, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 10},
+		{name: "some slots free, quick handlers", busy: 6, held: 6, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 6},
+		{name: "half return within a claim", busy: 10, held: 10, runMean: 2 * ms, rtt: ms, want: 5, wantAhead: 5},
 		{name: "long jobs", busy: 10, held: 10, runMean: time.Second, rtt: 3 * ms, want: 0},
 		{name: "some slots free, long jobs", busy: 6, held: 6, runMean: time.Second, rtt: 3 * ms, want: 4},
-		{name: "already waiting", busy: 10, waiting: 4, held: 14, runMean: ms / 2, rtt: ms, want: 6},
-		{name: "completer behind", busy: 10, held: 48, runMean: ms / 2, rtt: ms, want: 2},
-		{name: "completer behind, in a runtime of 32 slots or more", busy: 10, held: 48, runtimeSlots: 32, runMean: ms / 2, rtt: ms, want: 10},
-		{name: "completer far behind, in a runtime of 32 slots or more", busy: 10, held: 88, runtimeSlots: 100, runMean: ms / 2, rtt: ms, want: 2},
-		{name: "MaxRunning only", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimCapped, want: 10},
-		{name: "per-key limits or rates", busy: 10, held: 10, runMean: ms / 2, rtt: ms, way: claimLimited, want: 0},
-		{name: "a round in flight, quick handlers", busy: 10, held: 10, claiming: 10, runMean: ms / 4, rtt: ms, want: 10},
+		{name: "already waiting", busy: 10, waiting: 4, held: 14, runMean: ms / 2, rtt: ms, want: 6, wantAhead: 6},
+		{name: "completer behind", busy: 10, held: 48, runMean: ms / 2, rtt: ms, want: 2, wantAhead: 2},
+		{name: "completer behind, in a runtime of 32 slots or more", busy: 10, held: 48, runtimeSlots: 32, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 10},
+		{name: "completer far behind, in a runtime of 32 slots or more", busy: 10, held: 88, runtimeSlots: 100, runMean: ms / 2, rtt: ms, want: 2, wantAhead: 2},
+		{name: "MaxRunning only", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimCapped, want: 4},
+		{name: "per-key limits or rates", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimLimited, want: 4},
+		{name: "stalled: a job claimed ahead waited too long", busy: 6, held: 6, runMean: ms / 2, rtt: ms, stalled: true, want: 4},
+		{name: "paused", busy: 6, held: 6, runMean: ms / 2, rtt: ms, paused: true, want: 4},
+		{name: "a round in flight, quick handlers", busy: 10, held: 10, claiming: 10, runMean: ms / 4, rtt: ms, want: 10, wantAhead: 10},
 		{name: "a round in flight, half return within a claim", busy: 10, held: 10, claiming: 10, runMean: 2 * ms, rtt: ms, want: 0},
 		{name: "a round in flight for the free slots, long jobs", busy: 6, held: 6, claiming: 4, runMean: time.Second, rtt: 3 * ms, want: 0},
-		{name: "a round in flight, completer behind", busy: 10, held: 45, claiming: 10, runMean: ms / 4, rtt: ms, want: 5},
+		{name: "a round in flight, completer behind", busy: 10, held: 45, claiming: 10, runMean: ms / 4, rtt: ms, want: 5, wantAhead: 5},
 	} {
 		q := &queueRun{rt: &runtime{slots: max(10, c.runtimeSlots)}, opts: WorkerOptions{Concurrency: 10},
-			busy: c.busy, held: c.held, claiming: c.claiming, runMean: c.runMean}
+			busy: c.busy, held: c.held, claiming: c.claiming, runMean: c.runMean, stalled: c.stalled}
 		q.waiting = make([]*attempt, c.waiting)
 		q.way.Store(uint32(c.way))
-		if got := q.claimable(c.rtt); got != c.want {
-			t.Errorf("%s: claimable = %d, want %d", c.name, got, c.want)
+		q.paused.Store(c.paused)
+		if got, ahead := q.claimable(c.rtt); got != c.want || ahead != c.wantAhead {
+			t.Errorf("%s: claimable = %d, %d ahead, want %d, %d ahead", c.name, got, ahead, c.want, c.wantAhead)
 		}
 	}
 }
@@ -469,7 +475,7 @@ func TestHandBackSupersedesAnOlderAttempt(t *testing.T) {
 	if e := ev.nextOf(t, job.ID); e.Kind != EventLockLost || e.Attempt != 1 {
 		t.Fatalf("event %s of attempt %d, want the first lost", e.Kind, e.Attempt)
 	}
-	if skipped, err := rt.settleOutcomes(ctx, rt.takeOutcomes()); err != nil || len(skipped) > 0 {
+	if skipped, err := rt.settleOutcomes(ctx, rt.takeOutcomes(), nil); err != nil || len(skipped) > 0 {
 		t.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
 	}
 	if e := ev.nextOf(t, job.ID); e.Kind != EventHandedBack || e.Attempt != 2 {

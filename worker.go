@@ -101,7 +101,7 @@ type WorkerOptions struct {
 	Logger *slog.Logger
 
 	// JobLogLevel is the level of the worker's log lines about single jobs: started, completed,
-	// retrying, snoozed, failed, cancelled, handed back at shutdown. Each carries the queue, the
+	// retrying, snoozed, failed, cancelled, handed back. Each carries the queue, the
 	// job's id and attempt (job_id, attempt, max_attempts), and the error where there is one.
 	// Failures are reported at this level too, so that they are not logged twice when the
 	// handler logs its own errors: raise it (slog.LevelWarn) to have the library log them. A

@@ -1,6 +1,11 @@
 -- claim: leases available jobs of several queues in one statement: of each queue $1[i], up to
--- $2[i] jobs, highest priority first, then oldest id, for $3[i] ms, to worker $4. Each claimed
--- job gets one more attempt and the statement's fresh lock token: one for all the jobs it claims
+-- $2[i] jobs, highest priority first, then oldest id, for $3[i] ms, to worker $4, of which the
+-- first $5[i] start at once and the rest are claimed ahead of a free slot. Each claimed job gets
+-- one more attempt (taken back if it goes back unstarted: requeue.sql, rescue.sql) and its start
+-- time in attempted_at, but a job claimed ahead gets NULL there, which says it has not started
+-- (the worker records its start later: record_starts.sql), unless a hold of it ahead was lost
+-- before (ahead_lost: see migration 20261209120000). Each also gets the statement's fresh lock
+-- token: one for all the jobs it claims
 -- (an InitPlan, evaluated once), since each fence matches on (id, lock_token) and gen_random_uuid
 -- costs 3-4 us a call, 0.3-0.4 ms a claim of 100. A paused queue yields nothing. Each row also
 -- names its queue and says whether the queue is being watched, so that the worker announces the
@@ -31,41 +36,45 @@
 -- claim lost in a server crash puts its jobs back as they were, as a lost lease would, and every
 -- settle, heartbeat or CompleteTx that follows commits synchronously and so flushes the WAL up
 -- to and past the claim first.
+WITH picked AS MATERIALIZED (
+    SELECT c.ctid, c.rn > x.m AS ahead
+    FROM (SELECT * FROM unnest($1::text[], $2::int[], $5::int[]) AS u(queue, n, m)
+          WHERE set_config('synchronous_commit', 'off', true) = 'off') AS x,
+         LATERAL (SELECT coalesce((SELECT CASE
+                      WHEN p.paused OR p.claim_limited THEN 0
+                      WHEN NOT p.limited THEN x.n
+                      ELSE (SELECT CASE WHEN l.mode IS NULL THEN 0
+                                        WHEN l.mode = 'shared'
+                                        THEN greatest(0, least(x.n, p.max_running
+                                                                    / current_setting('pgqueue.claim_tickets')::int - r.n))
+                                        WHEN p.max_running - r.n >= x.n THEN x.n
+                                        ELSE pgqueue_capped_take(x.queue, x.n) END
+                            FROM (SELECT CASE WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''),
+                                                                            '{}')::text[]) THEN 'exclusive'
+                                              WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_shared', true), ''),
+                                                                            '{}')::text[]) THEN 'shared' END AS mode) AS l,
+                                 -- not counted without the lock (the one-time filter on l.mode)
+                                 LATERAL (SELECT count(*) AS n FROM pgqueue_jobs AS r
+                                          WHERE l.mode IS NOT NULL AND r.queue = x.queue AND r.status = 'running') AS r)
+                      END
+                    FROM pgqueue_queues AS p WHERE p.name = x.queue), x.n) AS n) AS b,
+         LATERAL (SELECT a.ctid, row_number() OVER (ORDER BY a.p, a.id) AS rn
+                  FROM (SELECT a.ctid, -a.priority AS p, a.id
+                        FROM pgqueue_jobs AS a
+                        WHERE a.queue = x.queue AND a.status = 'available'
+                        ORDER BY -a.priority, a.id
+                        LIMIT b.n
+                        FOR UPDATE SKIP LOCKED) AS a) AS c
+)
 UPDATE pgqueue_jobs AS j
 SET status       = 'running',
     attempt      = j.attempt + 1,
     lock_token   = (SELECT gen_random_uuid()),
     lock_until   = now() + ($3::bigint[])[array_position($1::text[], j.queue)] * interval '1 millisecond',
     locked_by    = $4,
-    attempted_at = now()
-WHERE j.ctid = ANY (ARRAY(
-          SELECT c.ctid
-          FROM (SELECT * FROM unnest($1::text[], $2::int[]) AS u(queue, n)
-                WHERE set_config('synchronous_commit', 'off', true) = 'off') AS x,
-               LATERAL (SELECT coalesce((SELECT CASE
-                            WHEN p.paused OR p.claim_limited THEN 0
-                            WHEN NOT p.limited THEN x.n
-                            ELSE (SELECT CASE WHEN l.mode IS NULL THEN 0
-                                              WHEN l.mode = 'shared'
-                                              THEN greatest(0, least(x.n, p.max_running
-                                                                          / current_setting('pgqueue.claim_tickets')::int - r.n))
-                                              WHEN p.max_running - r.n >= x.n THEN x.n
-                                              ELSE pgqueue_capped_take(x.queue, x.n) END
-                                  FROM (SELECT CASE WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''),
-                                                                                  '{}')::text[]) THEN 'exclusive'
-                                                    WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_shared', true), ''),
-                                                                                  '{}')::text[]) THEN 'shared' END AS mode) AS l,
-                                       -- not counted without the lock (the one-time filter on l.mode)
-                                       LATERAL (SELECT count(*) AS n FROM pgqueue_jobs AS r
-                                                WHERE l.mode IS NOT NULL AND r.queue = x.queue AND r.status = 'running') AS r)
-                            END
-                          FROM pgqueue_queues AS p WHERE p.name = x.queue), x.n) AS n) AS b,
-               LATERAL (SELECT a.ctid
-                        FROM pgqueue_jobs AS a
-                        WHERE a.queue = x.queue AND a.status = 'available'
-                        ORDER BY -a.priority, a.id
-                        LIMIT b.n
-                        FOR UPDATE SKIP LOCKED) AS c))
+    attempted_at = CASE WHEN NOT j.ahead_lost AND j.ctid = ANY (ARRAY(SELECT ctid FROM picked WHERE ahead))
+                        THEN NULL ELSE now() END
+WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM picked))
 RETURNING j.queue, j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
           j.payload, j.errors, j.unique_key, j.repeat_remaining,
           (extract(epoch FROM j.repeat_every) * 1e6)::bigint, j.metadata, j.key, j.weight,

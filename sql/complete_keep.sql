@@ -5,6 +5,7 @@
 WITH kept AS (
     UPDATE pgqueue_jobs AS j
     SET counted = NOT j.counted, status = 'completed', finished_at = now(),
+        attempted_at = coalesce(j.attempted_at, now()), -- started ahead, its start not yet recorded
         lock_until = NULL, lock_token = NULL, locked_by = NULL
     WHERE j.ctid = ANY (ARRAY(
               SELECT p.ctid

@@ -28,6 +28,7 @@ WITH held AS (
 ), kept AS (
     UPDATE pgqueue_jobs AS j
     SET counted = NOT j.counted, status = 'completed', finished_at = now(),
+        attempted_at = coalesce(j.attempted_at, now()), -- started ahead, its start not yet recorded
         lock_until = NULL, lock_token = NULL, locked_by = NULL
     FROM held AS c
     WHERE c.keep AND j.ctid = c.ctid

@@ -23,6 +23,7 @@ WITH held AS (
         run_at      = CASE WHEN f.final THEN j.run_at
                            ELSE now() + coalesce(j.retry_delay, f.delay_us * interval '1 microsecond') END,
         finished_at = CASE WHEN f.final THEN now() END,
+        attempted_at = coalesce(j.attempted_at, now()), -- started ahead, its start not yet recorded
         errors      = (CASE WHEN jsonb_array_length(coalesce(j.errors, '[]')) >= $7
                             THEN j.errors - 0 ELSE coalesce(j.errors, '[]') END)
                       || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(

@@ -1,13 +1,15 @@
 -- requeue: puts jobs ($1 id, $2 lock_token) still held under their token back in line without
 -- charging the attempt they used: after $3 µs, 'scheduled' while that lies ahead and 'available'
--- when it is zero. Serves snoozes and the hand-back of jobs a stopping worker did not finish.
+-- when it is zero. Serves snoozes and the hand-back of jobs a worker did not finish or, claimed
+-- ahead of a free slot, did not start ($4 false: their attempted_at stays NULL, not started; a
+-- started job's start is recorded if it was not yet).
 -- Wakes the workers of each queue where a job became available. Returns id, status and run_at
 -- of each job it changed. Skips a row another transaction locks, as complete.sql does. Counts the
 -- moves itself (pgqueue_count_moves; see the count_moves migration). Reads the primary key.
 WITH held AS (
-    SELECT p.ctid, r.delay_us
+    SELECT p.ctid, r.delay_us, r.started
     FROM pgqueue_jobs AS p
-    JOIN unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS r(id, lock_token, delay_us)
+    JOIN unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::boolean[]) AS r(id, lock_token, delay_us, started)
       ON p.id = r.id AND p.lock_token = r.lock_token
     WHERE p.status = 'running'
     FOR UPDATE OF p SKIP LOCKED
@@ -17,6 +19,7 @@ WITH held AS (
         status     = CASE WHEN r.delay_us > 0 THEN 'scheduled' ELSE 'available' END,
         run_at     = now() + r.delay_us * interval '1 microsecond',
         attempt    = j.attempt - 1,
+        attempted_at = CASE WHEN r.started THEN coalesce(j.attempted_at, now()) ELSE j.attempted_at END,
         lock_until = NULL,
         lock_token = NULL,
         locked_by  = NULL

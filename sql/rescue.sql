@@ -1,7 +1,12 @@
 -- rescue: for each queue of $1, takes back up to $2 of its running jobs whose lease ran out
 -- (their worker died, froze or lost the database): available again with the lost attempt
 -- recorded in errors ($3: how many entries errors keeps), or failed when that was the last
--- attempt. Wakes the workers of each queue that had a job taken back: a job became available, or
+-- attempt. A job whose start was never recorded (attempted_at NULL: claimed ahead of a free
+-- slot, see claim.sql) most likely never started, but may have, just before its worker died: the
+-- attempt it was charged at claim is not counted against it (max_attempts one more), though its
+-- number stays used, so that no attempt number runs twice; it is never failed, and is marked
+-- ahead_lost, so that its next claims record its start at once and a job that kills its process
+-- at every start cannot come back uncounted for ever (migration 20261209120000). Wakes the workers of each queue that had a job taken back: a job became available, or
 -- a place under the queue's limits freed (also when the job failed). Returns, per queue,
 -- how many became available and how many failed. Reads one range of pgqueue_jobs_running_idx
 -- (queue) WHERE status = 'running' per queue. Counts the moves itself
@@ -9,14 +14,20 @@
 WITH rescued AS (
     UPDATE pgqueue_jobs AS j
     SET counted     = NOT j.counted,
-        status      = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'available' END,
-        finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+        status      = CASE WHEN j.attempted_at IS NOT NULL AND j.attempt >= j.max_attempts THEN 'failed'
+                           ELSE 'available' END,
+        finished_at = CASE WHEN j.attempted_at IS NOT NULL AND j.attempt >= j.max_attempts THEN now() END,
+        max_attempts = j.max_attempts + (j.attempted_at IS NULL)::int,
+        ahead_lost  = j.ahead_lost OR j.attempted_at IS NULL,
         errors      = (CASE WHEN jsonb_array_length(coalesce(j.errors, '[]')) >= $3
                             THEN j.errors - 0 ELSE coalesce(j.errors, '[]') END)
                       || jsonb_build_array(jsonb_build_object(
                              'attempt', j.attempt, 'at', now(),
                              'error', 'lock expired: worker ' || coalesce(j.locked_by, 'unknown')
-                                      || ' stopped renewing its lease')),
+                                      || ' stopped renewing its lease'
+                                      || CASE WHEN j.attempted_at IS NULL
+                                              THEN ' before the job''s start was recorded; not counted (max_attempts raised by one)'
+                                              ELSE '' END)),
         lock_until  = NULL,
         lock_token  = NULL,
         locked_by   = NULL
