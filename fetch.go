@@ -142,8 +142,14 @@ func (rt *runtime) took(ctx context.Context, round *claimRound, all []*jobRow, l
 			rt.claimAfter(w.q, again[i].after)
 		}
 		w.q.empty = len(rows) < w.limit
+		near := w.q.exclusive
 		if w.q.chooseLockMode(again[i], len(rows) < w.limit) {
 			w.q.wantClaim.Store(true)
+		}
+		if w.q.exclusive && !near {
+			// Found near its MaxRunning: the jobs claimed ahead here could keep another process
+			// from starting one.
+			rt.handBackQueue(w.q)
 		}
 		if len(rows) > 0 {
 			w.q.drainPending = true

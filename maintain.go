@@ -201,7 +201,7 @@ func (rt *runtime) readPaused(u upkeep, paused bool) (resumed bool) {
 	}
 	q.paused.Store(paused)
 	if paused {
-		rt.handBackPaused(q)
+		rt.handBackQueue(q)
 		return false
 	}
 	q.wantClaim.Store(true)

@@ -248,12 +248,25 @@ func (q *queueRun) claimable(rtt time.Duration) (n, ahead int) {
 }
 
 // claimsAhead reports whether q may claim ahead of its free slots (with rt.mu held). Not with
-// limits: a job waiting here would hold a place of its MaxRunning or its key's, which another
-// process with a free slot could not use, or have its start logged for a rate before it starts.
-// Not while paused. Not while stalled: its last job claimed ahead waited past aheadWaitMax, and
-// its handlers, slower than their mean says, are to show that they return again.
+// per-key limits or rates: a job waiting here would hold its key's place, which another process
+// with a free slot could not use, or have its start logged for a rate before it starts. With a
+// MaxRunning, only while its last claim found it far from the limit (under the claim lock shared:
+// chooseLockMode), with its running jobs, those waiting everywhere included, within a ticket's
+// share of the limit: the jobs waiting here keep nobody from starting one. Once a claim finds it
+// nearer, its waiting jobs go back (took). Not while paused. Not while stalled: its last job
+// claimed ahead waited past aheadWaitMax, and its handlers, slower than their mean says, are to
+// show that they return again.
 func (q *queueRun) claimsAhead() bool {
-	return claimWay(q.way.Load()) == claimPlain && !q.paused.Load() && !q.stalled
+	switch claimWay(q.way.Load()) {
+	case claimPlain:
+	case claimCapped:
+		if q.exclusive {
+			return false
+		}
+	default:
+		return false
+	}
+	return !q.paused.Load() && !q.stalled
 }
 
 // aheadWaitMax is the longest a job claimed ahead of a free slot waits for one: a job is claimed
@@ -531,9 +544,9 @@ func (rt *runtime) handBackWaiting() {
 	}
 }
 
-// handBackPaused queues the attempts of q waiting for a slot, once a pause of q was heard, to go
-// back to the queue unstarted and uncharged.
-func (rt *runtime) handBackPaused(q *queueRun) {
+// handBackQueue queues the attempts of q waiting for a slot to go back to the queue unstarted
+// and uncharged: once a pause of q was heard, or a claim found q near its MaxRunning.
+func (rt *runtime) handBackQueue(q *queueRun) {
 	rt.mu.Lock()
 	n := rt.handBackLine(q, len(q.waiting))
 	rt.mu.Unlock()
@@ -668,7 +681,7 @@ func (q *queueRun) onMessage(m message) {
 	case msgPaused:
 		q.pauseHeard.Add(1)
 		q.paused.Store(true)
-		rt.handBackPaused(q)
+		rt.handBackQueue(q)
 	case msgScheduled:
 		q.wantPromote.Store(true)
 		signal(rt.wakeMaint)

@@ -386,8 +386,8 @@ func TestClaimAheadKeepsOrder(t *testing.T) {
 	}
 }
 
-// claimable asks for a job per free slot and, for a queue without limits whose last job claimed
-// ahead did not wait too long, one ahead per running handler, or job of a round in flight,
+// claimable asks for a job per free slot and, for a queue without limits (or a MaxRunning far
+// from reached) whose last job claimed ahead did not wait too long, one ahead per running handler, or job of a round in flight,
 // expected to be done within a claim's round trip; those beyond the free slots are claimed
 // ahead. The attempts it holds unsettled stay bounded: by 4 per slot, or by 8 in a runtime of 32
 // slots or more in all.
@@ -399,7 +399,7 @@ func TestClaimable(t *testing.T) {
 		runtimeSlots                  int // the runtime's slots in all
 		runMean, rtt                  time.Duration
 		way                           claimWay
-		stalled, paused               bool
+		stalled, paused, exclusive    bool
 		want, wantAhead               int
 	}{
 		{name: "idle", want: 10},
@@ -413,7 +413,8 @@ func TestClaimable(t *testing.T) {
 		{name: "completer behind", busy: 10, held: 48, runMean: ms / 2, rtt: ms, want: 2, wantAhead: 2},
 		{name: "completer behind, in a runtime of 32 slots or more", busy: 10, held: 48, runtimeSlots: 32, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 10},
 		{name: "completer far behind, in a runtime of 32 slots or more", busy: 10, held: 88, runtimeSlots: 100, runMean: ms / 2, rtt: ms, want: 2, wantAhead: 2},
-		{name: "MaxRunning only", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimCapped, want: 4},
+		{name: "MaxRunning far from reached", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimCapped, want: 10, wantAhead: 6},
+		{name: "MaxRunning nearly reached", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimCapped, exclusive: true, want: 4},
 		{name: "per-key limits or rates", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimLimited, want: 4},
 		{name: "stalled: a job claimed ahead waited too long", busy: 6, held: 6, runMean: ms / 2, rtt: ms, stalled: true, want: 4},
 		{name: "paused", busy: 6, held: 6, runMean: ms / 2, rtt: ms, paused: true, want: 4},
@@ -423,7 +424,7 @@ func TestClaimable(t *testing.T) {
 		{name: "a round in flight, completer behind", busy: 10, held: 45, claiming: 10, runMean: ms / 4, rtt: ms, want: 5, wantAhead: 5},
 	} {
 		q := &queueRun{rt: &runtime{slots: max(10, c.runtimeSlots)}, opts: WorkerOptions{Concurrency: 10},
-			busy: c.busy, held: c.held, claiming: c.claiming, runMean: c.runMean, stalled: c.stalled}
+			busy: c.busy, held: c.held, claiming: c.claiming, runMean: c.runMean, stalled: c.stalled, exclusive: c.exclusive}
 		q.waiting = make([]*attempt, c.waiting)
 		q.way.Store(uint32(c.way))
 		q.paused.Store(c.paused)
