@@ -63,7 +63,7 @@ func (rt *runtime) announce(ctx context.Context, n announcements) {
 			}
 		}
 	}
-	qctx, cancel := withoutCancelUntil(ctx, rt.heartbeatEvery)
+	qctx, cancel := withoutCancelUntil(ctx, rt.heart.every)
 	defer cancel()
 	if err := rt.c.pool.SendBatch(qctx, b).Close(); err != nil {
 		rt.c.cfg.Logger.Warn("pgqueue: tell watchers", "error", err)

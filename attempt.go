@@ -11,40 +11,78 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// attemptState is where one claimed attempt of a job is in its life within a runtime. Every
-// transition happens under runtime.mu, in the runtime's methods named after it:
+// attemptState is where one claimed attempt of a job is in its life within a runtime: one state,
+// from which the attempt set derives what it counts (attemptSet.move). Every transition is a
+// method of the attempt set (attempts.go), under its lock:
 //
 //	waiting ──a slot of its queue freed──▶ running
-//	waiting ──lock lost, or cancelled──▶ abandoned (forgotten; its handler never ran)
-//	waiting ──Run ended──▶ finishing (handed back, uncharged)
+//	waiting ──lock lost──▶ done (dropped: its handler never ran)
+//	waiting ──waited too long, paused, near its MaxRunning, Run ended──▶ finishing (handed back)
 //	running ──CompleteTx──▶ inTx ──statement failed or matched nothing──▶ running
-//	running, inTx ──handler returned, or given up──▶ finishing ──settled──▶ (forgotten)
-//	running, inTx ──lock lost, or cancelled──▶ abandoned (forgotten)
-//	running, inTx ──still running after shutdown──▶ abandoned, its job handed back (then forgotten)
+//	running, inTx ──handler returned──▶ finishing ──settled──▶ done
+//	running, inTx ──overdue past its JobTimeout, or stuck at shutdown──▶ givenUp
+//	givenUp ──handler returned──▶ finishing;  givenUp ──settled──▶ orphaned ──handler returned──▶ done
+//	running, inTx ──lock lost, or cancelled──▶ abandoned ──handler returned──▶ done
 type attemptState int
 
 const (
-	// attemptRunning: the handler runs; heartbeats extend the lease.
-	attemptRunning attemptState = iota
+	// attemptNew: made from a claimed row, not yet in the set.
+	attemptNew attemptState = iota
+	// attemptWaiting: claimed ahead of a free slot (claimer.claimable), it waits in its queue's
+	// line for the slot a running handler frees; heartbeats extend its lease.
+	attemptWaiting
+	// attemptRunning: the handler runs in a slot; heartbeats extend the lease.
+	attemptRunning
 	// attemptInTx: the handler runs and completes the job in its own transaction with
 	// Job.CompleteTx (the statement is under way, or succeeded). Until that transaction ends the
 	// row is locked by it, and once it commits the row is gone: a missing row is then no lost
 	// lock, and the lease is extended without waiting for the row.
 	attemptInTx
-	// attemptFinishing: the handler returned, or was given up after its JobTimeout; its outcome
-	// waits for the completer, which may skip its row while another transaction locks it and
-	// settle it later. Heartbeats extend its lease meanwhile.
+	// attemptFinishing: the handler returned (or never started: the job was handed back); its
+	// outcome waits for the completer, which may skip its row while another transaction locks it
+	// and settle it later. Heartbeats extend its lease meanwhile.
 	attemptFinishing
-	// attemptAbandoned: the lock is gone, the job was cancelled, or it was handed back while its
-	// handler still ran: whatever the handler returns is ignored.
+	// attemptGivenUp: the handler still runs, but its slot was freed and its outcome waits for
+	// the completer: it ran past its JobTimeout and ShutdownTimeout, or still ran when shutdown
+	// gave up on it. Whatever it returns is ignored.
+	attemptGivenUp
+	// attemptOrphaned: given up, and its outcome settled; its handler still runs.
+	attemptOrphaned
+	// attemptAbandoned: the lock is gone or the job was cancelled while the handler ran; it
+	// keeps its slot until it returns, and whatever it returns is ignored.
 	attemptAbandoned
-	// attemptWaiting: claimed ahead of a free slot (queueRun.claimable), it waits in its
-	// queue's line for the slot a running handler frees; heartbeats extend its lease.
-	attemptWaiting
+	// attemptDone: nothing is left of it: settled and its handler returned, dropped, or
+	// abandoned and returned.
+	attemptDone
 )
 
-// attempt is one claimed attempt of a job, from its claim until its outcome is settled or it is
-// abandoned.
+// holdsSlot reports whether an attempt in s takes one of its queue's slots: its handler runs,
+// counted against Concurrency.
+func (s attemptState) holdsSlot() bool {
+	return s == attemptRunning || s == attemptInTx || s == attemptAbandoned
+}
+
+// held reports whether an attempt in s holds its job: claimed and neither settled nor abandoned.
+// The set knows it by its id, and the claims count it (claimer.claimable).
+func (s attemptState) held() bool {
+	switch s {
+	case attemptWaiting, attemptRunning, attemptInTx, attemptFinishing, attemptGivenUp:
+		return true
+	}
+	return false
+}
+
+// released reports whether an attempt in s has a handler that still runs without a slot.
+func (s attemptState) released() bool { return s == attemptGivenUp || s == attemptOrphaned }
+
+// running reports whether an attempt in s runs in its slot and holds its job.
+func (s attemptState) running() bool { return s == attemptRunning || s == attemptInTx }
+
+// unreported reports whether the outcome of an attempt in s waits for the completer: the event
+// of a newer attempt of its job waits for that outcome's (attempt.next).
+func (s attemptState) unreported() bool { return s == attemptFinishing || s == attemptGivenUp }
+
+// attempt is one claimed attempt of a job, from its claim until nothing is left of it.
 type attempt struct {
 	q           *queueRun
 	id          ulid.ULID
@@ -53,35 +91,57 @@ type attempt struct {
 	maxAttempts int
 	watched     bool                        // the queue was watched when the job was claimed
 	repeats     bool                        // the job has repeats left
+	ahead       bool                        // claimed ahead of a free slot: its start is recorded when it starts
 	logger      atomic.Pointer[slog.Logger] // made by the first call of Logger in its handler
 
-	// Set under runtime.mu when it starts (queueRun.begin), before its handler runs; then read
-	// only.
+	// Set under the set's lock when it starts (attemptSet.begin), before its handler runs; then
+	// read only.
 	started  time.Time
 	deadline time.Time // when its JobTimeout passes; zero without one
 	cancel   context.CancelCauseFunc
 
-	// ahead: claimed ahead of a free slot, its start not recorded by the claim: once it starts,
-	// the completer records it (runtime.unrecorded).
-	ahead bool
-
-	// Guarded by runtime.mu.
+	// Guarded by the set's lock.
 	state    attemptState
 	since    time.Time // waiting: since when, by the local clock
 	row      *jobRow   // waiting: the row its handler gets
 	prev     *attempt  // waiting: the job's previous attempt here, its outcome not yet reported
 	leaseEnd time.Time // local, conservative estimate of lock_until
-	stopped  error     // abandoned: why (ErrLockLost, ErrCancelled); nil if handed back
+	stopped  error     // abandoned: why (ErrLockLost, ErrCancelled)
 	xact     string    // the transaction CompleteTx completed the job in; "" if none
 	nextRun  ulid.ULID // the next run CompleteTx enqueued in xact, if the job repeats
-	released bool      // its slot was freed before its handler returned (given up)
-	// forgotten: settled or abandoned, and no longer counted in its queue's held attempts.
-	forgotten bool
-	// reported: the event of its outcome has been emitted. Until then the EventStarted of a
-	// newer attempt of the job, claimed as soon as this one's outcome was saved, waits in next,
-	// so that a job's events come in the order of its attempts.
-	reported bool
-	next     []Event
+	// next holds the events of a newer attempt of the job, claimed as soon as this one's outcome
+	// was saved, until this one's outcome is reported, so that a job's events come in the order
+	// of its attempts.
+	next []Event
+}
+
+// newAttempt makes the attempt of a row claimed for q, under a lease until leaseEnd.
+func newAttempt(q *queueRun, r *jobRow, leaseEnd time.Time) *attempt {
+	return &attempt{
+		q:           q,
+		id:          r.id,
+		token:       r.token,
+		attempt:     r.attempt,
+		maxAttempts: r.maxAttempts,
+		watched:     r.watched,
+		repeats:     r.repeatRemaining != 0,
+		ahead:       r.ahead,
+		cancel:      func(error) {},
+		state:       attemptNew,
+		leaseEnd:    leaseEnd,
+		row:         r,
+	}
+}
+
+// logAttrs are the attributes of every log line about a's job.
+func (a *attempt) logAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("job_id", a.id.String()), slog.Int("attempt", a.attempt),
+		slog.Int("max_attempts", a.maxAttempts)}
+}
+
+// event returns an event of kind about a's job, which ran for elapsed.
+func (a *attempt) event(kind EventKind, elapsed time.Duration) Event {
+	return Event{Kind: kind, JobID: a.id, Attempt: a.attempt, MaxAttempts: a.maxAttempts, Elapsed: elapsed}
 }
 
 // outcomeKind is what a finished attempt does to its job.
@@ -90,7 +150,7 @@ type outcomeKind int
 const (
 	outcomeDone    outcomeKind = iota // succeeded: complete it
 	outcomeFailed                     // failed: record the error, retry or fail it
-	outcomeRequeue                    // snoozed, or stopped by shutdown: back in line, attempt not charged
+	outcomeRequeue                    // snoozed, stopped by shutdown, or never started: back in line, attempt not charged
 )
 
 // outcome is a finished attempt on its way to the table.
@@ -128,45 +188,4 @@ func classify(a *attempt, err, cause error, elapsed time.Duration) outcome {
 		}
 	}
 	return o
-}
-
-// beginCompleteTx moves a running attempt to attemptInTx before its CompleteTx statement is
-// sent, and reports whether it was running (else the attempt has lost its job).
-func (rt *runtime) beginCompleteTx(a *attempt) bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if a.state != attemptRunning {
-		return false
-	}
-	a.state = attemptInTx
-	return true
-}
-
-// endCompleteTx records how CompleteTx ended. With xact, the job was completed in that
-// transaction, followed by its next run nextRun if it repeats (zero if none). Without (the
-// statement failed, or matched no row), the attempt is running again: its transaction cannot
-// commit the completion, so its lease and lock are checked as any other's and a takeover cancels
-// its handler.
-func (rt *runtime) endCompleteTx(a *attempt, xact string, nextRun ulid.ULID) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if a.state == attemptFinishing && a.released && xact != "" {
-		// Given up past its JobTimeout while the statement ran: the outcome that waits for the
-		// completer counts as completed if the transaction commits.
-		a.xact, a.nextRun = xact, nextRun
-		return
-	}
-	if a.state != attemptInTx {
-		return // abandoned meanwhile (cancelled), or given up
-	}
-	if xact != "" {
-		a.xact, a.nextRun = xact, nextRun
-		return
-	}
-	a.state, a.xact = attemptRunning, ""
-	if rt.cancelHeard[a.id] {
-		// A cancellation of the job came while the statement ran, and the check it started
-		// passed this attempt by, in its transaction then: check again, now that it runs.
-		signal(rt.checkLeases)
-	}
 }

@@ -24,7 +24,7 @@ import (
 // The loop holds the connection while rounds are in flight and gives it back to the pool when
 // it goes idle.
 type claimPipe struct {
-	rt     *runtime
+	c      *Client
 	conn   *pgxpool.Conn // nil: none held
 	pipe   *pgconn.Pipeline
 	stop   context.CancelFunc // ends the pipeline's context, which closes the connection
@@ -42,7 +42,7 @@ type claimPipe struct {
 // may give each round's transaction another server connection, where a second round would not
 // wait for the first, and could claim before it (the jobs after the first's).
 func (p *claimPipe) claimsInFlight() int {
-	if p.rt.c.cfg.TransactionPooler {
+	if p.c.cfg.TransactionPooler {
 		return 1
 	}
 	return claimsPerConn
@@ -60,11 +60,11 @@ var claimStatementsSQL = []string{claimSettingsSQL, claimLockSQL, claimSQL, clai
 // open takes a connection from the pool, learns the claim statements' parameter types (prepares
 // them, unless behind a transaction pooler), and puts the connection in pipeline mode.
 func (p *claimPipe) open(ctx context.Context) error {
-	conn, err := p.rt.c.pool.Acquire(ctx)
+	conn, err := p.c.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	pooler := p.rt.c.cfg.TransactionPooler
+	pooler := p.c.cfg.TransactionPooler
 	stmts := make(map[string]*pgconn.StatementDescription, len(claimStatementsSQL))
 	for _, sql := range claimStatementsSQL {
 		var sd *pgconn.StatementDescription
@@ -97,13 +97,13 @@ func (p *claimPipe) send(ctx context.Context, round *claimRound) error {
 		}
 	}
 	typeMap := p.conn.Conn().TypeMap()
-	for _, s := range round.statements(p.rt.c.cfg.ID) {
+	for _, s := range round.statements(p.c.cfg.ID) {
 		sd := p.stmts[s.sql]
 		var b pgx.ExtendedQueryBuilder
 		if err := b.Build(typeMap, sd, s.args); err != nil {
 			return err
 		}
-		if p.rt.c.cfg.TransactionPooler {
+		if p.c.cfg.TransactionPooler {
 			p.pipe.SendQueryParams(s.sql, b.ParamValues, sd.ParamOIDs, b.ParamFormats, b.ResultFormats)
 		} else {
 			// By name, with the server describing each result, rather than SendQueryStatement,
@@ -221,7 +221,7 @@ func (p *claimPipe) release() {
 const claimConns = 2
 
 // parallelClaimMin is the least Concurrency of a queue whose claims may go out on any of the
-// claim loop's connections (queueRun.claimsInParallel), with up to three in flight on each. A
+// claim loop's connections (claimer.claimsInParallel), with up to three in flight on each. A
 // smaller queue's claims all go out on one, its own, at most two in flight, so its jobs are
 // claimed strictly in line order, it holds as many jobs claimed ahead and unsettled as it did
 // with one connection (what a process killed mid-drain holds: the fault suite bounds it), and
@@ -231,7 +231,7 @@ const parallelClaimMin = 32
 // claimPipes are the claim loop's connections, each a claimPipe: one behind a transaction
 // pooler, claimConns otherwise. Each queue has a connection of its own (its home: the queues
 // are dealt out in name order), on which its claims go out when they may not run beside another
-// of its claims (queueRun.claimsInParallel): so they run one after another, and a claim lock
+// of its claims (claimer.claimsInParallel): so they run one after another, and a claim lock
 // taken exclusively never meets the same runtime's other claim. The claims of the other queues
 // go out on the connection with the fewest rounds in flight (the first on a tie, so that a
 // runtime with one round at a time holds one connection). One claim round trip for all the
@@ -241,25 +241,27 @@ const parallelClaimMin = 32
 // Rounds on two connections run side by side, each in its own transaction: each takes the first
 // jobs in line that the other has not locked, as claims of two processes do, so when both claim
 // for one queue, their jobs can interleave in its line. The runtime still starts the jobs it
-// holds in line order (start), and only rounds running at the same moment interleave: at most
-// claimConns of them.
+// holds in line order (attemptSet.hold), and only rounds running at the same moment interleave:
+// at most claimConns of them.
 type claimPipes struct {
 	pipes []*claimPipe
+	cl    *claimer
 	home  map[*queueRun]int
 	order []int // the pipe of each round in flight, oldest first
 	last  int   // the pipe of the round read last
 }
 
-func newClaimPipes(rt *runtime) *claimPipes {
+func newClaimPipes(cl *claimer) *claimPipes {
+	c := cl.rt.c
 	n := claimConns
-	if rt.c.cfg.TransactionPooler {
+	if c.cfg.TransactionPooler {
 		n = 1
 	}
-	ps := &claimPipes{pipes: make([]*claimPipe, n), home: make(map[*queueRun]int, len(rt.queues))}
+	ps := &claimPipes{cl: cl, pipes: make([]*claimPipe, n), home: make(map[*queueRun]int, len(cl.rt.queues))}
 	for i := range ps.pipes {
-		ps.pipes[i] = &claimPipe{rt: rt}
+		ps.pipes[i] = &claimPipe{c: c}
 	}
-	for i, q := range rt.queues {
+	for i, q := range cl.rt.queues {
 		ps.home[q] = i % n
 	}
 	return ps
@@ -275,7 +277,7 @@ func (ps *claimPipes) full() bool {
 
 // room reports whether a connection q's claim may go out on has room for a round.
 func (ps *claimPipes) room(q *queueRun) bool {
-	if q.claimsInParallel() {
+	if ps.cl.claimsInParallel(q) {
 		return !ps.full()
 	}
 	return !ps.pipes[ps.home[q]].full()
@@ -292,7 +294,7 @@ func (ps *claimPipes) split(wants []claimWant) [][]claimWant {
 	byPipe := make([][]claimWant, len(ps.pipes))
 	for _, w := range wants {
 		i := least
-		if !w.q.claimsInParallel() {
+		if !ps.cl.claimsInParallel(w.q) {
 			i = ps.home[w.q]
 		}
 		byPipe[i] = append(byPipe[i], w)

@@ -12,7 +12,7 @@ import (
 
 // newPipe returns a claim pipe of a runtime serving one queue of n enqueued jobs, without
 // running it, and the jobs' ids in the queue's order. The pipe is released when the test ends.
-func newPipe(t *testing.T, b *bundle, n int) (*claimPipe, []ulid.ULID) {
+func newPipe(t *testing.T, b *bundle, n int) (*testPipe, []ulid.ULID) {
 	t.Helper()
 	q := newQueue[int](t, b.client, "piped")
 	ids, err := q.EnqueueMany(t.Context(), make([]int, n), nil)
@@ -20,13 +20,19 @@ func newPipe(t *testing.T, b *bundle, n int) (*claimPipe, []ulid.ULID) {
 		t.Fatal(err)
 	}
 	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 10}))
-	p := &claimPipe{rt: newRuntime(b.client, []*workerSpec{&w.spec})}
+	p := &testPipe{claimPipe: &claimPipe{c: b.client}, rt: newRuntime(b.client, []*workerSpec{&w.spec})}
 	t.Cleanup(p.release)
 	return p, ids
 }
 
+// testPipe is a claim connection, and the runtime whose queues its claims are for.
+type testPipe struct {
+	*claimPipe
+	rt *runtime
+}
+
 // sendRound sends a claim round for limit jobs of the pipe's runtime's queue.
-func sendRound(t *testing.T, p *claimPipe, limit int) {
+func sendRound(t *testing.T, p *testPipe, limit int) {
 	t.Helper()
 	if err := p.send(t.Context(), newClaimRound([]claimWant{{q: p.rt.queues[0], limit: limit}})); err != nil {
 		t.Fatal(err)
@@ -49,7 +55,7 @@ func lockJobsTable(t *testing.T, b *bundle) pgx.Tx {
 }
 
 // readRound reads the oldest round in flight and returns the ids of the jobs it claimed, sorted.
-func readRound(t *testing.T, p *claimPipe) []ulid.ULID {
+func readRound(t *testing.T, p *testPipe) []ulid.ULID {
 	t.Helper()
 	round, all, _, err := p.read()
 	if err != nil {
@@ -204,7 +210,7 @@ func newPipes(t *testing.T, b *bundle, n, concurrency int) (*claimPipes, []ulid.
 	t.Helper()
 	p, ids := newPipe(t, b, n)
 	p.rt.queues[0].opts.Concurrency = concurrency
-	ps := newClaimPipes(p.rt)
+	ps := newClaimPipes(p.rt.claimer)
 	t.Cleanup(ps.release)
 	return ps, ids
 }
@@ -214,7 +220,7 @@ func newPipes(t *testing.T, b *bundle, n, concurrency int) (*claimPipes, []ulid.
 func sendRounds(t *testing.T, ps *claimPipes, limits ...int) {
 	t.Helper()
 	for _, limit := range limits {
-		sendWants(t, ps, claimWant{q: ps.pipes[0].rt.queues[0], limit: limit})
+		sendWants(t, ps, claimWant{q: ps.cl.rt.queues[0], limit: limit})
 	}
 }
 
@@ -299,9 +305,9 @@ func TestClaimPipesSideBySide(t *testing.T) {
 		w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 5}))
 		specs = append(specs, &w.spec)
 	}
-	two := newClaimPipes(newRuntime(b.client, specs))
+	two := newClaimPipes(newRuntime(b.client, specs).claimer)
 	t.Cleanup(two.release)
-	sendWants(t, two, claimWant{q: two.pipes[0].rt.queues[0], limit: 5}, claimWant{q: two.pipes[0].rt.queues[1], limit: 5})
+	sendWants(t, two, claimWant{q: two.cl.rt.queues[0], limit: 5}, claimWant{q: two.cl.rt.queues[1], limit: 5})
 	if !slices.Equal(two.order, []int{0, 1}) {
 		t.Fatalf("two small queues' claim went out on connections %v, want 0 1", two.order)
 	}

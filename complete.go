@@ -13,47 +13,60 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// completeLoop settles finished attempts of every queue of the runtime until ctx ends, then
-// settles what is left once more. It batches by group commit: while one settle round trip runs,
-// the outcomes that arrive meanwhile gather and go together in the next, so a busy runtime
-// writes many results per round trip and an idle one adds no delay. Outcomes whose rows a settle
-// skipped, locked by another transaction, wait a pause and go in a later batch.
-func (rt *runtime) completeLoop(ctx context.Context) {
+// completer settles the outcomes of a runtime's finished attempts, of every queue, and records
+// the starts of jobs claimed ahead, writing them in batches by group commit: while one settle
+// round trip runs, the outcomes that arrive meanwhile gather and go together in the next, so a
+// busy runtime writes many results per round trip and an idle one adds no delay. It owns the
+// outcomes whose rows a settle skipped, locked by another transaction, until they are settled
+// again.
+type completer struct {
+	rt      *runtime
+	skipped skippedOutcomes
+	// skippedJobs are the jobs of skipped: a newer outcome of one waits for it (takeOutcomes).
+	skippedJobs map[ulid.ULID]bool
+}
+
+func newCompleter(rt *runtime) *completer {
+	return &completer{rt: rt, skippedJobs: make(map[ulid.ULID]bool)}
+}
+
+// loop settles finished attempts until ctx ends, then settles what is left once more. Outcomes
+// whose rows a settle skipped wait a pause and go in a later batch.
+func (c *completer) loop(ctx context.Context) {
 	failures := 0
-	var skipped skippedOutcomes
 	for {
-		skipped.release(rt)
-		batch := rt.takeOutcomes()
-		starts, nextStart := rt.takeUnrecorded(time.Now())
+		c.releaseSkipped()
+		batch := c.takeOutcomes()
+		starts, nextStart := c.rt.set.takeUnrecorded(time.Now())
 		if len(batch) == 0 && len(starts) == 0 {
 			select {
 			case <-ctx.Done():
-				rt.finalSettle(skipped.outcomes)
+				c.finalSettle()
 				return
-			case <-rt.settle:
-			case <-skipped.wait():
+			case <-c.rt.w.settle:
+			case <-c.skipped.wait():
 			case <-timerAt(nextStart):
 			}
 			continue
 		}
-		left, err := rt.settleOutcomes(ctx, batch, starts)
+		left, err := c.settle(ctx, batch, starts)
 		if err != nil {
-			rt.putBackOutcomes(batch)
-			rt.putBackUnrecorded(starts)
+			c.rt.set.putBackOutcomes(batch)
+			c.rt.set.putBackUnrecorded(starts)
 			if ctx.Err() != nil {
-				rt.finalSettle(skipped.outcomes)
+				c.finalSettle()
 				return
 			}
 			failures++
-			rt.reportError(queuesOfOutcomes(batch), "pgqueue: settle finished jobs", err)
+			c.rt.reportError(queuesOfOutcomes(batch), "pgqueue: settle finished jobs", err)
 			if !sleepCtx(ctx, retryDelay(failures)) {
-				rt.finalSettle(skipped.outcomes)
+				c.finalSettle()
 				return
 			}
 			continue
 		}
 		failures = 0
-		skipped.add(rt, left)
+		c.addSkipped(left)
 	}
 }
 
@@ -72,64 +85,31 @@ func timerAt(t time.Time) <-chan time.Time {
 // once (rescue.sql).
 const startRecordAfter = 20 * time.Millisecond
 
-// takeUnrecorded takes the attempts claimed ahead whose handlers have run startRecordAfter by now
-// and still run, for the completer to record their starts, and returns when the next one will
-// have (zero if none). Those whose handlers returned meanwhile are forgotten: their outcome
-// records their start.
-func (rt *runtime) takeUnrecorded(now time.Time) (due []*attempt, next time.Time) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	kept := rt.unrecorded[:0]
-	for _, a := range rt.unrecorded {
-		switch {
-		case a.state != attemptRunning && a.state != attemptInTx:
-		case now.Sub(a.started) >= startRecordAfter:
-			due = append(due, a)
-		default:
-			if at := a.started.Add(startRecordAfter); next.IsZero() || at.Before(next) {
-				next = at
-			}
-			kept = append(kept, a)
-		}
-	}
-	clear(rt.unrecorded[len(kept):])
-	rt.unrecorded = kept
-	return due, next
-}
-
-// putBackUnrecorded puts back starts whose record failed, to be recorded with the next batch.
-func (rt *runtime) putBackUnrecorded(starts []*attempt) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.unrecorded = append(starts, rt.unrecorded...)
-}
-
 // skipPauseFirst is how long an outcome whose row a settle skipped waits before it is settled
 // again, the first time: long enough for a heartbeat statement to commit. The pause doubles each
 // time its row is skipped again, up to a heartbeat interval.
 const skipPauseFirst = 10 * time.Millisecond
 
-// skippedOutcomes are the completer's outcomes whose rows a settle skipped because another
-// transaction locked them (an application's CancelTx left open, a handler's CompleteTx
-// transaction not yet ended, a heartbeat). They wait for their pause to pass, their leases kept
-// by the heartbeat, then join the outcomes to settle again.
+// skippedOutcomes are the outcomes whose rows a settle skipped because another transaction
+// locked them (an application's CancelTx left open, a handler's CompleteTx transaction not yet
+// ended, a heartbeat). They wait for their pause to pass, their leases kept by the heartbeat,
+// then join the outcomes to settle again.
 type skippedOutcomes struct {
 	outcomes []outcome
 	at       time.Time // when the first of them is due again
 }
 
-// add notes the outcomes a settle skipped. Until they are settled again, a newer outcome of any
-// of their jobs waits (takeOutcomes).
-func (s *skippedOutcomes) add(rt *runtime, skipped []outcome) {
+// addSkipped notes the outcomes a settle skipped. Until they are settled again, a newer outcome
+// of any of their jobs waits (takeOutcomes).
+func (c *completer) addSkipped(skipped []outcome) {
 	if len(skipped) == 0 {
 		return
 	}
-	rt.mu.Lock()
 	for _, o := range skipped {
-		rt.skippedJobs[o.a.id] = true
+		c.skippedJobs[o.a.id] = true
 	}
-	rt.mu.Unlock()
-	at := time.Now().Add(skipPause(skipped, rt.heartbeatEvery))
+	s := &c.skipped
+	at := time.Now().Add(skipPause(skipped, c.rt.heart.every))
 	if len(s.outcomes) == 0 || at.Before(s.at) {
 		s.at = at
 	}
@@ -146,12 +126,21 @@ func skipPause(skipped []outcome, most time.Duration) time.Duration {
 	return pause
 }
 
-// release hands the skipped outcomes back to be settled once their pause has passed.
-func (s *skippedOutcomes) release(rt *runtime) {
-	if len(s.outcomes) > 0 && !time.Now().Before(s.at) {
-		rt.putBackSkipped(s.outcomes)
-		s.outcomes = nil
+// releaseSkipped hands the skipped outcomes back to be settled once their pause has passed.
+func (c *completer) releaseSkipped() {
+	if len(c.skipped.outcomes) > 0 && !time.Now().Before(c.skipped.at) {
+		c.putBackSkipped()
 	}
+}
+
+// putBackSkipped puts the skipped outcomes back, ahead of the outcomes that came since, and lets
+// the newer outcomes of their jobs that waited for them follow.
+func (c *completer) putBackSkipped() {
+	for _, o := range c.skipped.outcomes {
+		delete(c.skippedJobs, o.a.id)
+	}
+	c.rt.set.putBackOutcomes(c.skipped.outcomes)
+	c.skipped.outcomes = nil
 }
 
 // wait returns a channel that fires when the skipped outcomes are due again; nil if none waits.
@@ -162,76 +151,37 @@ func (s *skippedOutcomes) wait() <-chan time.Time {
 	return time.After(time.Until(s.at))
 }
 
+// takeOutcomes takes the outcomes to settle next from the attempt set: at most one of each job,
+// none of a job whose older outcome waits among the skipped ones (attemptSet.takeOutcomes).
+func (c *completer) takeOutcomes() []outcome { return c.rt.set.takeOutcomes(c.skippedJobs) }
+
 // finalSettle makes one last attempt, within the longest ShutdownTimeout, to settle what is
 // left, and the outcomes skipped earlier; a settle still under way then is cut off. Jobs it
 // cannot settle stay running in the table until their leases run out and another process takes
 // them back: they are not lost, and run again.
-func (rt *runtime) finalSettle(skipped []outcome) {
+func (c *completer) finalSettle() {
 	var timeout time.Duration
-	for _, q := range rt.queues {
+	for _, q := range c.rt.queues {
 		timeout = max(timeout, q.opts.ShutdownTimeout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	rt.putBackSkipped(skipped)
+	c.putBackSkipped()
 	// More than one batch when a job has two outcomes (takeOutcomes), or rows were skipped.
-	for batch := rt.takeOutcomes(); len(batch) > 0; batch = rt.takeOutcomes() {
-		left, err := rt.settleOutcomes(ctx, batch, nil)
+	for batch := c.takeOutcomes(); len(batch) > 0; batch = c.takeOutcomes() {
+		left, err := c.settle(ctx, batch, nil)
 		if err == nil && len(left) > 0 {
-			rt.putBackOutcomes(left)
+			c.rt.set.putBackOutcomes(left)
 			if !sleepCtx(ctx, skipPause(left, timeout)) {
 				batch, err = left, fmt.Errorf("pgqueue: complete: %d jobs' rows stay locked by other transactions", len(left))
 			}
 		}
 		if err != nil {
-			rt.reportError(queuesOfOutcomes(batch),
+			c.rt.reportError(queuesOfOutcomes(batch),
 				"pgqueue: settle finished jobs at shutdown; they will be taken back when their leases run out", err)
 			return
 		}
 	}
-}
-
-// takeOutcomes takes the outcomes waiting for the completer, at most one of each job. A job
-// whose lease ran out while its outcome waited (the database was away) can be claimed again, by
-// this runtime too, and its newer attempt's outcome then joins the older one. The settle
-// statements' results name jobs by id, so the newer outcome waits for the next batch, after
-// the older one has been settled (as lost: its token is gone) and reported. So does an outcome
-// of a job whose older outcome a settle skipped and that waits to be settled again.
-func (rt *runtime) takeOutcomes() []outcome {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	batch := rt.outcomes
-	rt.outcomes = nil
-	seen := make(map[ulid.ULID]bool, len(batch))
-	n := 0
-	for _, o := range batch {
-		if seen[o.a.id] || rt.skippedJobs[o.a.id] {
-			rt.outcomes = append(rt.outcomes, o)
-			continue
-		}
-		seen[o.a.id] = true
-		batch[n] = o
-		n++
-	}
-	return batch[:n]
-}
-
-// putBackOutcomes puts a batch back, ahead of the outcomes that came since.
-func (rt *runtime) putBackOutcomes(batch []outcome) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.outcomes = append(batch, rt.outcomes...)
-}
-
-// putBackSkipped puts outcomes a settle skipped back, ahead of the outcomes that came since, and
-// lets the newer outcomes of their jobs that waited for them follow.
-func (rt *runtime) putBackSkipped(skipped []outcome) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	for _, o := range skipped {
-		delete(rt.skippedJobs, o.a.id)
-	}
-	rt.outcomes = append(skipped, rt.outcomes...)
 }
 
 // settleArgs are the columns of one batch, as the settle statements take them.
@@ -267,23 +217,23 @@ type settled struct {
 	repeat ulid.ULID // the next run of a repeating job; zero if none
 }
 
-// settleOutcomes writes a batch of outcomes, of any queues, in one round trip, then reports
+// settle writes a batch of outcomes, of any queues, in one round trip, then reports
 // them. Every statement matches on (id, lock_token), so an outcome whose lock was lost changes
 // nothing; it is reported as EventLockLost. No statement waits for a row another transaction
 // locks: such an outcome is skipped, and returned to be settled again later, so that one locked
 // row holds up neither the batch nor the outcomes that follow it.
-func (rt *runtime) settleOutcomes(ctx context.Context, batch []outcome, starts []*attempt) (skipped []outcome, err error) {
-	args := rt.buildSettle(batch)
+func (c *completer) settle(ctx context.Context, batch []outcome, starts []*attempt) (skipped []outcome, err error) {
+	args := c.build(batch)
 	args.recordStarts(starts)
-	results, err := rt.sendSettle(ctx, args)
+	results, err := c.send(ctx, args)
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range slices.Concat(args.freed, args.capped) {
-		rt.byName[name].wantClaim.Store(true) // applySettled wakes the claim loop
+		c.rt.byName[name].wantClaim.Store(true) // applySettled wakes the claim loop
 	}
 	batch, skipped = splitSkipped(batch, results)
-	rt.applySettled(ctx, batch, results)
+	c.applySettled(ctx, batch, results)
 	return skipped, nil
 }
 
@@ -303,22 +253,21 @@ func splitSkipped(batch []outcome, results map[ulid.ULID]settled) (done, skipped
 	return batch[:n], skipped
 }
 
-// buildSettle sorts a batch into the columns of the settle statements, in id order: rows are
-// locked in id order, as the heartbeat locks them.
-func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
+// build sorts a batch into the columns of the settle statements, in id order: rows are locked in
+// id order, as the heartbeat locks them.
+func (c *completer) build(batch []outcome) *settleArgs {
 	slices.SortFunc(batch, func(x, y outcome) int { return x.a.id.Compare(y.a.id) })
 	a := &settleArgs{}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	for _, o := range batch {
+	inTx := c.rt.set.completedInTx(batch)
+	for i, o := range batch {
 		id, token := [16]byte(o.a.id), o.a.token
 		a.ids, a.tokens = append(a.ids, id), append(a.tokens, token)
-		if o.a.xact != "" {
+		if tx := inTx[i]; tx.xact != "" {
 			// Completed in its handler's transaction, whatever the handler did next (returned an
 			// error, panicked, was stopped or given up): if that transaction committed, the row
 			// says completed, and so does the report.
 			a.inTxIDs, a.inTxTokens = append(a.inTxIDs, id), append(a.inTxTokens, token)
-			a.inTxXacts, a.inTxNext = append(a.inTxXacts, o.a.xact), append(a.inTxNext, o.a.nextRun)
+			a.inTxXacts, a.inTxNext = append(a.inTxXacts, tx.xact), append(a.inTxNext, tx.next)
 		}
 		switch o.kind {
 		case outcomeDone:
@@ -344,7 +293,7 @@ func (rt *runtime) buildSettle(batch []outcome) *settleArgs {
 		}
 	}
 	a.freed, a.capped = freedQueues(batch)
-	for _, id := range rt.c.ids.next(len(a.repeatIDs)) {
+	for _, id := range c.rt.c.ids.next(len(a.repeatIDs)) {
 		a.repeatNext = append(a.repeatNext, id) // ids for the next runs
 	}
 	return a
@@ -358,16 +307,16 @@ func (a *settleArgs) recordStarts(starts []*attempt) {
 	}
 }
 
-// sendSettle sends the statements a batch needs in one round trip and returns what became of
+// send sends the statements a batch needs in one round trip and returns what became of
 // each job (and, if some were not settled, which of them were skipped: findSkipped). The end of
 // ctx does not interrupt it, but its deadline does (at shutdown), as does the longest lease: the
 // statements' effect is then unknown, and the batch fails.
-func (rt *runtime) sendSettle(ctx context.Context, a *settleArgs) (map[ulid.ULID]settled, error) {
+func (c *completer) send(ctx context.Context, a *settleArgs) (map[ulid.ULID]settled, error) {
 	b := &pgx.Batch{}
 	a.queue(b)
-	qctx, cancel := withoutCancelUntil(ctx, rt.longestLease())
+	qctx, cancel := withoutCancelUntil(ctx, c.rt.longestLease())
 	defer cancel()
-	br := rt.c.pool.SendBatch(qctx, b)
+	br := c.rt.c.pool.SendBatch(qctx, b)
 	defer br.Close()
 	results, err := readSettled(br, a)
 	if err != nil {
@@ -376,7 +325,7 @@ func (rt *runtime) sendSettle(ctx context.Context, a *settleArgs) (map[ulid.ULID
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("pgqueue: settle: %w", err)
 	}
-	rt.findSkipped(qctx, a, results)
+	c.findSkipped(qctx, a, results)
 	return results, nil
 }
 
@@ -384,7 +333,7 @@ func (rt *runtime) sendSettle(ctx context.Context, a *settleArgs) (map[ulid.ULID
 // by another transaction, among those it did not settle (rare: most were). The others had lost
 // their locks. Should that be unknown (the read failed), they all count as skipped: settled
 // again, they are found settled or lost then.
-func (rt *runtime) findSkipped(ctx context.Context, a *settleArgs, results map[ulid.ULID]settled) {
+func (c *completer) findSkipped(ctx context.Context, a *settleArgs, results map[ulid.ULID]settled) {
 	var ids, tokens [][16]byte
 	for i, id := range a.ids {
 		// A job completed with CompleteTx and missing from results was found lost already.
@@ -395,9 +344,9 @@ func (rt *runtime) findSkipped(ctx context.Context, a *settleArgs, results map[u
 	if len(ids) == 0 {
 		return
 	}
-	rows, _ := rt.c.pool.Query(ctx, settleSkippedSQL, ids, tokens)
+	rows, _ := c.rt.c.pool.Query(ctx, settleSkippedSQL, ids, tokens)
 	if err := collectSkipped(rows, results); err != nil {
-		rt.c.cfg.Logger.Warn("pgqueue: settle: read which rows were skipped; settling them again", "error", err)
+		c.rt.c.cfg.Logger.Warn("pgqueue: settle: read which rows were skipped; settling them again", "error", err)
 		for _, id := range ids {
 			results[ulid.ULID(id)] = settled{status: StatusRunning}
 		}
@@ -581,47 +530,27 @@ func withoutCancelUntil(ctx context.Context, timeout time.Duration) (context.Con
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
-// longestLease is the longest LockDuration of the runtime's queues: how long a settle or claim
-// round trip may take before its jobs' leases could run out anyway.
-func (rt *runtime) longestLease() time.Duration {
-	var d time.Duration
-	for _, q := range rt.queues {
-		d = max(d, q.opts.LockDuration)
-	}
-	return d
-}
-
-// applySettled reports a settled batch and forgets its attempts. Events first: EventDrained,
-// which the claim loop may emit once the jobs are gone, must follow the events of the jobs it
-// covers.
-func (rt *runtime) applySettled(ctx context.Context, batch []outcome, results map[ulid.ULID]settled) {
+// applySettled reports a settled batch and tells the attempt set, which forgets its attempts.
+// Events first: EventDrained, which the claimer may emit once the jobs are gone, must follow the
+// events of the jobs it covers.
+func (c *completer) applySettled(ctx context.Context, batch []outcome, results map[ulid.ULID]settled) {
 	var notes announcements
 	for _, o := range batch {
 		r, ok := results[o.a.id]
-		rt.report(o, r, ok, &notes)
+		c.report(o, r, ok, &notes)
 	}
-	rt.announce(ctx, notes)
+	c.rt.announce(ctx, notes)
 	// The outcomes are reported: the events that waited for them (the EventStarted of a newer
-	// attempt of a job, claimed before the report; see runtime.start) go out now.
-	var waited []*attempt
-	rt.mu.Lock()
-	for _, o := range batch {
-		rt.forget(o.a)
-		o.a.reported = true
-		if len(o.a.next) > 0 {
-			waited = append(waited, o.a)
-		}
+	// attempt of a job, claimed before the report; see attemptSet.startWaiting) go out now.
+	for _, a := range c.rt.set.settled(batch) {
+		a.q.events.emitAll(a.next)
 	}
-	rt.mu.Unlock()
-	for _, a := range waited {
-		a.q.events.emitAll(a.next) // nothing appends to next once reported is set
-	}
-	signal(rt.wakeFetch)
+	c.rt.w.claim.signal()
 }
 
 // report emits the event of one settled outcome, logs it, wakes the runtime's loops for jobs it
 // put back in line, and notes what watchers of the queue are to hear.
-func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
+func (c *completer) report(o outcome, r settled, ok bool, notes *announcements) {
 	a, q := o.a, o.a.q
 	ev := outcomeEvent(o, r, ok)
 	elapsed := slog.Duration("elapsed", o.elapsed)
@@ -638,7 +567,7 @@ func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
 				"transaction; what the handler returned after is ignored", append(a.logAttrs(), slog.Any("error", o.err))...)
 		}
 		if r.repeat != (ulid.ULID{}) {
-			rt.wantWork(q, true, true)
+			c.wantWork(q, true, true)
 			q.logJob(a, "pgqueue: job completed", elapsed, slog.String("repeated_as", r.repeat.String()))
 		} else {
 			q.logJob(a, "pgqueue: job completed", elapsed)
@@ -655,7 +584,7 @@ func (rt *runtime) report(o outcome, r settled, ok bool, notes *announcements) {
 		q.logJob(a, "pgqueue: job attempt failed; retrying", elapsed, slog.Any("error", o.err),
 			slog.Time("run_at", r.runAt))
 	}
-	rt.wantWork(q, r.status == StatusAvailable, r.status == StatusScheduled)
+	c.wantWork(q, r.status == StatusAvailable, r.status == StatusScheduled)
 	q.events.emit(ev)
 }
 
@@ -680,16 +609,16 @@ func outcomeEvent(o outcome, r settled, ok bool) Event {
 	return ev
 }
 
-// wantWork tells the claim loop that q has available jobs, and the maintenance loop that it has
-// newly scheduled ones.
-func (rt *runtime) wantWork(q *queueRun, available, scheduled bool) {
+// wantWork tells the claimer that q has available jobs, and the maintainer that it has newly
+// scheduled ones.
+func (c *completer) wantWork(q *queueRun, available, scheduled bool) {
 	if available {
 		q.wantClaim.Store(true)
-		signal(rt.wakeFetch)
+		c.rt.w.claim.signal()
 	}
 	if scheduled {
 		q.wantPromote.Store(true)
-		signal(rt.wakeMaint)
+		c.rt.w.maintain.signal()
 	}
 }
 

@@ -201,12 +201,12 @@ func TestSkippedOutcomeKeepsItsPlace(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SELECT FROM pgqueue_jobs FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	var skipped skippedOutcomes
-	left, err := rt.settleOutcomes(ctx, rt.takeOutcomes(), nil)
+	c := rt.completer
+	left, err := c.settle(ctx, c.takeOutcomes(), nil)
 	if err != nil || len(left) != 1 || left[0].a != first {
 		t.Fatalf("settle of the locked job's outcome: %d skipped, %v; want it skipped", len(left), err)
 	}
-	skipped.add(rt, left)
+	c.addSkipped(left)
 	if _, err := tx.Exec(ctx, "UPDATE pgqueue_jobs SET status = 'available'"); err != nil {
 		t.Fatal(err)
 	}
@@ -214,10 +214,10 @@ func TestSkippedOutcomeKeepsItsPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := finishedAttempt(t, rt)
-	if batch := rt.takeOutcomes(); len(batch) != 0 {
+	if batch := c.takeOutcomes(); len(batch) != 0 {
 		t.Fatalf("the newer attempt's outcome was taken (%d outcomes) while the older one waited to be settled again", len(batch))
 	}
-	rt.putBackSkipped(skipped.outcomes)
+	c.putBackSkipped()
 	settleFirstLostThenCompleted(t, rt, ev, first, second)
 }
 
@@ -251,7 +251,7 @@ func TestFinalSettleKeepsToShutdownTimeout(t *testing.T) {
 		defer conn.Release()
 	}
 	start := time.Now()
-	rt.finalSettle(nil)
+	rt.completer.finalSettle()
 	if took := time.Since(start); took > 10*shutdown {
 		t.Fatalf("the last settle took %s, want about the ShutdownTimeout (%s)", took, shutdown)
 	}
@@ -286,11 +286,11 @@ func settleFirstLostThenCompleted(t *testing.T, rt *runtime, ev *events, first, 
 		a    *attempt
 		kind EventKind
 	}{{first, EventLockLost}, {second, EventCompleted}} {
-		batch := rt.takeOutcomes()
+		batch := rt.completer.takeOutcomes()
 		if len(batch) != 1 || batch[0].a != want.a {
 			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
 		}
-		if left, err := rt.settleOutcomes(t.Context(), batch, nil); err != nil || len(left) > 0 {
+		if left, err := rt.completer.settle(t.Context(), batch, nil); err != nil || len(left) > 0 {
 			t.Fatalf("settle: %d outcomes skipped, %v", len(left), err)
 		}
 		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {
@@ -305,17 +305,17 @@ func settleFirstLostThenCompleted(t *testing.T, rt *runtime, ev *events, first, 
 func finishedAttempt(t testing.TB, rt *runtime) *attempt {
 	t.Helper()
 	q := rt.queues[0]
-	claimed, _, sent, err := rt.claim(t.Context(), []claimWant{{q: q, limit: 1}})
+	claimed, _, sent, err := claimOnce(t.Context(), rt.c, []claimWant{{q: q, limit: 1}})
 	if err != nil || len(claimed[0]) != 1 {
 		t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
 	}
-	a := q.newAttempt(claimed[0][0], sent.Add(q.opts.LockDuration))
-	a.state = attemptFinishing
-	rt.mu.Lock()
-	rt.attempts[a.id] = a
-	q.held++
-	rt.outcomes = append(rt.outcomes, outcome{a: a, kind: outcomeDone})
-	rt.mu.Unlock()
+	a := newAttempt(q, claimed[0][0], sent.Add(q.opts.LockDuration))
+	s := rt.set
+	s.mu.Lock()
+	s.byID[a.id] = a
+	s.move(a, attemptFinishing)
+	s.outcomes = append(s.outcomes, outcome{a: a, kind: outcomeDone})
+	s.mu.Unlock()
 	return a
 }
 
@@ -384,5 +384,46 @@ func TestSettleSkipsLockedRows(t *testing.T) {
 	}
 	if n := b.count("true"); n != 0 {
 		t.Fatalf("%d jobs left, want none", n)
+	}
+}
+
+// The completer records the start of a job claimed ahead (its attempted_at left empty by the
+// claim) once its handler has run startRecordAfter, in its next round trip, and no sooner: a job
+// that returns before that has its start recorded by its outcome.
+func TestCompleterRecordsStarts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "starts")
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 2}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	qr := rt.queues[0]
+	want := claimWant{q: qr, limit: 2, ahead: 2}
+	claimed, _, sent, err := claimOnce(t.Context(), rt.c, []claimWant{want})
+	if err != nil || len(claimed[0]) != 2 {
+		t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
+	}
+	if n := b.count("status = 'running' AND attempted_at IS NULL"); n != 2 {
+		t.Fatalf("%d jobs claimed ahead with no start recorded, want 2", n)
+	}
+	tasks, _ := rt.set.hold(qr, markAhead(claimed[0], want), sent.Add(time.Minute), time.Now())
+	if len(tasks) != 2 {
+		t.Fatalf("%d started, want 2", len(tasks))
+	}
+	if due, next := rt.set.takeUnrecorded(time.Now()); len(due) != 0 || next.IsZero() {
+		t.Fatalf("%d starts due at once (next %v), want none until startRecordAfter", len(due), next)
+	}
+	time.Sleep(startRecordAfter)
+	due, _ := rt.set.takeUnrecorded(time.Now())
+	if len(due) != 2 {
+		t.Fatalf("%d starts due after startRecordAfter, want 2", len(due))
+	}
+	if _, err := rt.completer.settle(t.Context(), nil, due); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count("status = 'running' AND attempted_at IS NOT NULL"); n != 2 {
+		t.Fatalf("%d starts recorded, want 2", n)
 	}
 }

@@ -29,7 +29,8 @@ type countsFold struct {
 
 // foldCountsIfDue folds the count deltas if a fold is due at now, and sets when the next is.
 // A failure is logged and tried again later, backing off; it holds up nothing else.
-func (rt *runtime) foldCountsIfDue(ctx context.Context, f *countsFold, now time.Time) {
+func (m *maintainer) foldCountsIfDue(ctx context.Context, now time.Time) {
+	f, rt := &m.fold, m.rt
 	if now.Before(f.next) {
 		return
 	}
@@ -43,7 +44,7 @@ func (rt *runtime) foldCountsIfDue(ctx context.Context, f *countsFold, now time.
 	case folded == countsFoldBatch:
 		f.failures = 0
 		f.next = now // more are waiting
-		signal(rt.wakeMaint)
+		rt.w.maintain.signal()
 	default:
 		f.failures = 0
 		f.next = now.Add(countsFoldEvery)

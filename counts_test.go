@@ -310,7 +310,7 @@ func TestClaimsWriteNoCount(t *testing.T) {
 	}
 	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 10}))
 	rt := newRuntime(b.client, []*workerSpec{&w.spec})
-	claimed, _, _, err := rt.claim(ctx, []claimWant{{q: rt.queues[0], limit: 6}})
+	claimed, _, _, err := claimOnce(ctx, rt.c, []claimWant{{q: rt.queues[0], limit: 6}})
 	if err != nil || len(claimed[0]) != 6 {
 		t.Fatalf("claim: %v jobs, %v", len(claimed), err)
 	}

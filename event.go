@@ -155,13 +155,13 @@ type emitter struct {
 	mu      sync.Mutex
 	pending []Event
 	closing bool
-	wake    chan struct{}
+	wake    wakeup
 	done    chan struct{} // closed when the delivering goroutine has returned
 }
 
 func newEmitter(queue, workerID string, fn func(Event), log *slog.Logger) *emitter {
 	return &emitter{queue: queue, workerID: workerID, fn: fn, log: log,
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		wake: newWakeup(), done: make(chan struct{})}
 }
 
 // active reports whether events are delivered: callers build events only if so.
@@ -185,7 +185,7 @@ func (e *emitter) emit(ev Event) {
 	e.mu.Lock()
 	e.pending = append(e.pending, ev)
 	e.mu.Unlock()
-	signal(e.wake)
+	e.wake.signal()
 }
 
 // emitAll queues evs for OnEvent, in order, taking the lock once. It never blocks.
@@ -199,7 +199,7 @@ func (e *emitter) emitAll(evs []Event) {
 	e.mu.Lock()
 	e.pending = append(e.pending, evs...)
 	e.mu.Unlock()
-	signal(e.wake)
+	e.wake.signal()
 }
 
 // deliver calls OnEvent with each queued event until close has been called and none is left.
@@ -238,7 +238,7 @@ func (e *emitter) close(timeout time.Duration) bool {
 	e.mu.Lock()
 	e.closing = true
 	e.mu.Unlock()
-	signal(e.wake)
+	e.wake.signal()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {

@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -10,13 +11,31 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// heartbeatLoop extends the leases of the runtime's running jobs until ctx ends: every tick
-// (the shortest HeartbeatInterval of its queues) those whose queue's interval has come round,
-// and all of them at once when the listener reconnects, since a cancellation may have been
-// announced while it was away, or when a cancellation message names a job held here: the rows
-// say which attempts were cancelled. It also gives up handlers overdue past their JobTimeout.
-func (rt *runtime) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(rt.heartbeatEvery)
+// heartbeater keeps the leases of a runtime's attempts: one statement extends every lease due,
+// whatever its queue. It gives up attempts whose lock is gone, and handlers overdue past their
+// JobTimeout. It owns its tick: the shortest HeartbeatInterval of the runtime's queues.
+type heartbeater struct {
+	rt    *runtime
+	every time.Duration
+}
+
+func newHeartbeater(rt *runtime) *heartbeater {
+	h := &heartbeater{rt: rt}
+	for _, q := range rt.queues {
+		if h.every == 0 || q.opts.HeartbeatInterval < h.every {
+			h.every = q.opts.HeartbeatInterval
+		}
+	}
+	return h
+}
+
+// loop extends the leases of the runtime's running jobs until ctx ends: every tick those whose
+// queue's interval has come round, and all of them at once when the listener reconnects, since a
+// cancellation may have been announced while it was away, or when a cancellation message names
+// a job held here: the rows say which attempts were cancelled. It also gives up handlers overdue
+// past their JobTimeout.
+func (h *heartbeater) loop(ctx context.Context) {
+	t := time.NewTicker(h.every)
 	defer t.Stop()
 	for {
 		all := false
@@ -24,11 +43,28 @@ func (rt *runtime) heartbeatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-rt.checkLeases:
+		case <-h.rt.w.beat:
 			all = true
 		}
-		rt.giveUpOverdue(time.Now())
-		rt.heartbeat(ctx, all)
+		h.giveUpOverdue(time.Now())
+		h.beat(ctx, all)
+	}
+}
+
+// giveUpOverdue gives up the handlers overdue past their JobTimeout (attemptSet.giveUpOverdue),
+// runs the attempts that start in their slots, and logs them.
+func (h *heartbeater) giveUpOverdue(now time.Time) {
+	tasks, overdue := h.rt.set.giveUpOverdue(now)
+	h.rt.handlers.run(tasks)
+	for _, a := range overdue {
+		a.q.log.LogAttrs(context.Background(), slog.LevelError,
+			"pgqueue: gave up a handler that ignores its context; its goroutine is left running",
+			append(a.logAttrs(), slog.Duration("timeout", a.q.opts.JobTimeout))...)
+	}
+	if len(overdue) > 0 {
+		h.rt.w.settle.signal()
+		h.rt.w.freed.signal()
+		h.rt.w.claim.signal()
 	}
 }
 
@@ -43,7 +79,7 @@ type beat struct {
 
 // newBeat sorts attempts by id and makes their beat. Rows are locked in id order, as the
 // completer locks them (the heartbeat skips rows others lock, so it never waits for the
-// completer). The caller holds rt.mu (leaseEnd).
+// completer). The caller holds the set's lock (leaseEnd).
 func newBeat(attempts []*attempt) beat {
 	slices.SortFunc(attempts, func(x, y *attempt) int { return x.id.Compare(y.id) })
 	b := beat{attempts: attempts, ids: make([][16]byte, len(attempts)), tokens: make([][16]byte, len(attempts)),
@@ -57,79 +93,40 @@ func newBeat(attempts []*attempt) beat {
 	return b
 }
 
-// dueBeats returns the running, waiting and finishing attempts to extend now (all, or those
-// whose queue's HeartbeatInterval has passed since their lease was last set, give or take a
-// tick), and apart the attempts completed in their handler's transaction. A finishing attempt's
-// outcome is usually settled long before that; one whose row a settle skipped (another
-// transaction locks it) or that waits behind a failing settle keeps its lease this way, so that
-// it is not taken back and run again while its outcome waits.
-func (rt *runtime) dueBeats(now time.Time, all bool) (running, inTx beat) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	var due, tx []*attempt
-	for _, a := range rt.attempts {
-		o := a.q.opts
-		dueAt := a.leaseEnd.Add(o.HeartbeatInterval - o.LockDuration - rt.heartbeatEvery/2)
-		switch {
-		case a.state == attemptInTx:
-			tx = append(tx, a)
-		case (a.state == attemptRunning || a.state == attemptWaiting || a.state == attemptFinishing) &&
-			(all || !now.Before(dueAt)):
-			due = append(due, a)
-		}
-	}
-	return newBeat(due), newBeat(tx)
-}
-
-// heartbeat extends, in one statement, the lease of every attempt due for it. A job whose row
-// another transaction locks is left for the next beat. A running attempt the statement does not
-// return lost its lock: its context is cancelled with ErrLockLost (ErrCancelled if the job was
-// cancelled) and its outcome will be ignored. When the database cannot be reached, running
-// attempts whose lease must have run out by now are given up the same way, since another process
-// may already run them. Attempts whose handlers have returned are extended too, when their
-// renewal comes due as a running one's would: their outcomes are mostly settled before that, but
-// one whose row a settle skipped, or that waits behind failing settles, keeps its lease. Whether
-// such an attempt still holds its job, the completer finds out. (A settle that meets a row the
-// heartbeat holds for a moment skips it and settles it again 10 ms later.)
-func (rt *runtime) heartbeat(ctx context.Context, all bool) {
-	running, inTx := rt.dueBeats(time.Now(), all)
+// beat extends, in one statement, the lease of every attempt due for it (attemptSet.dueBeats). A
+// job whose row another transaction locks is left for the next beat. A running attempt the
+// statement does not return lost its lock: its context is cancelled with ErrLockLost
+// (ErrCancelled if the job was cancelled) and its outcome will be ignored. When the database
+// cannot be reached, running attempts whose lease must have run out by now are given up the same
+// way, since another process may already run them. Attempts whose handlers have returned are
+// extended too, when their renewal comes due as a running one's would: their outcomes are mostly
+// settled before that, but one whose row a settle skipped, or that waits behind failing settles,
+// keeps its lease. Whether such an attempt still holds its job, the completer finds out. (A
+// settle that meets a row the heartbeat holds for a moment skips it and settles it again 10 ms
+// later.)
+func (h *heartbeater) beat(ctx context.Context, all bool) {
+	running, inTx := h.rt.set.dueBeats(time.Now(), all, h.every)
 	if len(inTx.attempts) > 0 {
-		rt.extendInTx(ctx, inTx)
+		h.extendInTx(ctx, inTx)
 	}
 	if len(running.attempts) == 0 {
 		return
 	}
-	// A slow heartbeat is given until the first of these leases runs out (and at least a
-	// tick): cutting it off sooner would only give up jobs whose leases still hold.
-	qctx, cancel := context.WithTimeout(ctx, max(rt.heartbeatEvery, time.Until(running.firstLeaseEnd)))
+	// A slow heartbeat is given until the first of these leases runs out (and at least a tick):
+	// cutting it off sooner would only give up jobs whose leases still hold.
+	qctx, cancel := context.WithTimeout(ctx, max(h.every, time.Until(running.firstLeaseEnd)))
 	defer cancel()
 	sent := time.Now()
-	held, err := rt.sendBeat(qctx, running)
+	held, err := h.send(qctx, running)
 	if err != nil {
 		if ctx.Err() == nil {
-			rt.reportError(queuesOf(running.attempts), "pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
+			h.rt.reportError(queuesOf(running.attempts), "pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
 		}
-		rt.expireLeases(time.Now())
+		h.rt.reportLost(h.rt.set.expire(time.Now()))
 		return
 	}
-	var gone []*attempt
-	rt.mu.Lock()
-	for _, a := range running.attempts {
-		switch {
-		case rt.attempts[a.id] != a:
-			// Settled or given up meanwhile, or claimed again: the entry is a newer attempt.
-		case held.extended[a.id]:
-			a.leaseEnd = sent.Add(a.q.opts.LockDuration)
-			delete(rt.cancelHeard, a.id) // a late message, about an earlier attempt of the job
-		case held.locked[a.id]:
-			// Its row is locked for a moment: the next beat extends it.
-		case a.state == attemptRunning || a.state == attemptWaiting:
-			gone = append(gone, a)
-		}
-	}
-	rt.mu.Unlock()
-	if len(gone) > 0 {
-		rt.giveUp(qctx, gone, attemptRunning)
+	if gone := h.rt.set.extended(running, held, sent); len(gone) > 0 {
+		h.giveUp(qctx, gone, attemptRunning)
 	}
 }
 
@@ -137,10 +134,10 @@ func (rt *runtime) heartbeat(ctx context.Context, all bool) {
 // under their tokens: extended, or skipped because another transaction locks the row.
 type beatResult struct{ extended, locked map[ulid.ULID]bool }
 
-// sendBeat runs the heartbeat statement for b.
-func (rt *runtime) sendBeat(ctx context.Context, b beat) (beatResult, error) {
+// send runs the heartbeat statement for b.
+func (h *heartbeater) send(ctx context.Context, b beat) (beatResult, error) {
 	held := beatResult{extended: map[ulid.ULID]bool{}, locked: map[ulid.ULID]bool{}}
-	rows, err := rt.c.pool.Query(ctx, heartbeatSQL, b.ids, b.tokens, b.leaseMs)
+	rows, err := h.rt.c.pool.Query(ctx, heartbeatSQL, b.ids, b.tokens, b.leaseMs)
 	if err != nil {
 		return held, err
 	}
@@ -165,65 +162,43 @@ func (rt *runtime) sendBeat(ctx context.Context, b beat) (beatResult, error) {
 // given up only if its transaction rolled back and its row no longer holds its token (another
 // attempt holds the job, or it was cancelled); otherwise the completer settles it when its
 // handler returns.
-func (rt *runtime) extendInTx(ctx context.Context, b beat) {
-	qctx, cancel := context.WithTimeout(ctx, rt.heartbeatEvery)
+func (h *heartbeater) extendInTx(ctx context.Context, b beat) {
+	qctx, cancel := context.WithTimeout(ctx, h.every)
 	defer cancel()
 	sent := time.Now()
-	held, err := rt.sendBeat(qctx, b)
+	held, err := h.send(qctx, b)
 	if err != nil {
 		if ctx.Err() == nil {
-			rt.reportError(queuesOf(b.attempts), "pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
+			h.rt.reportError(queuesOf(b.attempts), "pgqueue: heartbeat", fmt.Errorf("pgqueue: heartbeat: %w", err))
 		}
 		return
 	}
-	var others []*attempt
-	rt.mu.Lock()
-	for _, a := range b.attempts {
-		switch {
-		case rt.attempts[a.id] != a:
-		case held.extended[a.id]:
-			a.leaseEnd = sent.Add(a.q.opts.LockDuration)
-			delete(rt.cancelHeard, a.id)
-		default:
-			others = append(others, a)
-		}
-	}
-	rt.mu.Unlock()
 	// Not extended: its transaction is open or committed, or holds the row for a moment (an
 	// Update, a Cancel), or it rolled back and the job went to another attempt meanwhile. In
 	// that last case the handler has lost the job.
-	if taken := rt.lostAfterRollback(ctx, others); len(taken) > 0 {
-		gctx, cancel := context.WithTimeout(ctx, rt.heartbeatEvery) // as every heartbeat statement
+	others := h.rt.set.extendedInTx(b, held, sent)
+	if taken := h.lostAfterRollback(ctx, others); len(taken) > 0 {
+		gctx, cancel := context.WithTimeout(ctx, h.every) // as every heartbeat statement
 		defer cancel()
-		rt.giveUp(gctx, taken, attemptInTx)
+		h.giveUp(gctx, taken, attemptInTx)
 	}
 }
 
 // lostAfterRollback returns the attempts, of those whose handlers completed the job with
 // Job.CompleteTx, whose transaction rolled back and whose job another attempt holds now. On an
 // error it returns none, which leaves them as they were.
-func (rt *runtime) lostAfterRollback(ctx context.Context, attempts []*attempt) []*attempt {
-	var ids, tokens [][16]byte
-	var xacts []string
-	byID := map[ulid.ULID]*attempt{}
-	rt.mu.Lock()
-	for _, a := range attempts {
-		if a.xact != "" {
-			ids, tokens, xacts = append(ids, a.id), append(tokens, a.token), append(xacts, a.xact)
-			byID[a.id] = a
-		}
-	}
-	rt.mu.Unlock()
+func (h *heartbeater) lostAfterRollback(ctx context.Context, attempts []*attempt) []*attempt {
+	ids, tokens, xacts, byID := h.rt.set.xacts(attempts)
 	if len(ids) == 0 {
 		return nil
 	}
-	qctx, cancel := context.WithTimeout(ctx, rt.heartbeatEvery)
+	qctx, cancel := context.WithTimeout(ctx, h.every)
 	defer cancel()
-	rows, _ := rt.c.pool.Query(qctx, lostAfterRollbackSQL, ids, tokens, xacts)
+	rows, _ := h.rt.c.pool.Query(qctx, lostAfterRollbackSQL, ids, tokens, xacts)
 	lostIDs, err := pgx.CollectRows(rows, scanID)
 	if err != nil {
 		if ctx.Err() == nil {
-			rt.reportError(queuesOf(attempts), "pgqueue: heartbeat",
+			h.rt.reportError(queuesOf(attempts), "pgqueue: heartbeat",
 				fmt.Errorf("pgqueue: heartbeat: transaction status: %w", err))
 		}
 		return nil
@@ -236,16 +211,14 @@ func (rt *runtime) lostAfterRollback(ctx context.Context, attempts []*attempt) [
 }
 
 // giveUp abandons attempts whose lock is gone, if they are still in state (running, or inTx), or
-// waiting: cancelled jobs with ErrCancelled, and deleted ones a cancellation message named (Delete
-// with Cancel); the others (taken back after their lease ran out, re-claimed, deleted) with
-// ErrLockLost.
-func (rt *runtime) giveUp(ctx context.Context, gone []*attempt, state attemptState) {
+// waiting, as attemptSet.lose says, after reading which of their jobs were cancelled.
+func (h *heartbeater) giveUp(ctx context.Context, gone []*attempt, state attemptState) {
 	ids := make([][16]byte, len(gone))
 	for i, a := range gone {
 		ids[i] = a.id
 	}
 	cancelled := map[ulid.ULID]bool{} // of the jobs whose rows are still there
-	rows, err := rt.c.pool.Query(ctx, lostStatusSQL, ids)
+	rows, err := h.rt.c.pool.Query(ctx, lostStatusSQL, ids)
 	if err == nil {
 		var id ulid.ULID
 		var status Status
@@ -255,28 +228,11 @@ func (rt *runtime) giveUp(ctx context.Context, gone []*attempt, state attemptSta
 		})
 	}
 	if err != nil {
-		rt.c.cfg.Logger.Warn("pgqueue: read the status of jobs whose lock was lost", "error", err)
+		h.rt.c.cfg.Logger.Warn("pgqueue: read the status of jobs whose lock was lost", "error", err)
 	}
-	var lost, stopped []*attempt
-	rt.mu.Lock()
-	for _, a := range gone {
-		if rt.attempts[a.id] != a {
-			continue
-		}
-		_, there := cancelled[a.id]
-		switch {
-		case a.state == attemptWaiting:
-			rt.drop(a)
-		case a.state != state:
-		case cancelled[a.id], !there && rt.cancelHeard[a.id]: // deleted with Cancel
-			stopped = append(stopped, rt.abandon(a, ErrCancelled))
-		default:
-			lost = append(lost, rt.abandon(a, ErrLockLost))
-		}
-	}
-	rt.mu.Unlock()
-	rt.reportCancelled(stopped)
-	rt.reportLost(lost)
+	lost, stopped := h.rt.set.lose(gone, state, cancelled)
+	h.rt.reportCancelled(stopped)
+	h.rt.reportLost(lost)
 }
 
 // queuesOf returns the distinct queues of attempts.

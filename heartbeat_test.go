@@ -177,8 +177,43 @@ func TestHeartbeatKeepsFinishingLeases(t *testing.T) {
 	rt := newRuntime(b.client, []*workerSpec{&w.spec})
 	a := finishedAttempt(t, rt)
 	time.Sleep(200 * time.Millisecond) // its HeartbeatInterval passes
-	rt.heartbeat(t.Context(), false)
+	rt.heart.beat(t.Context(), false)
 	if n := b.count("id = $1 AND lock_until > attempted_at + interval '1100 milliseconds'", a.id); n != 1 {
 		t.Fatal("the heartbeat did not extend the lease of a finished attempt whose outcome waits")
+	}
+}
+
+// The heartbeater alone, with the attempt set: one statement extends the lease of the attempt
+// that still holds its job; the one whose job was taken away (its token changed, as a rescue and
+// a new claim would) is given up: its context ends with ErrLockLost, and the set no longer holds
+// its job nor counts it, though its handler keeps its slot until it returns.
+func TestHeartbeaterGivesUpLostLocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "beats")
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil },
+		&WorkerOptions{Concurrency: 2, LockDuration: 5 * time.Second, HeartbeatInterval: time.Second}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	rows, leaseEnd := claimRows(t, rt, 2)
+	tasks, _ := rt.set.hold(rt.queues[0], rows, leaseEnd, time.Now())
+	kept, taken := tasks[0], tasks[1]
+	b.exec("UPDATE pgqueue_jobs SET lock_token = gen_random_uuid() WHERE id = $1", taken.a.id)
+	before := b.count("id = $1 AND lock_until > now() + interval '4900 milliseconds'", kept.a.id)
+	time.Sleep(200 * time.Millisecond)
+	rt.heart.beat(t.Context(), true)
+	if n := b.count("id = $1 AND lock_until > now() + interval '4900 milliseconds'", kept.a.id); before != 1 || n != 1 {
+		t.Fatalf("the held job's lease was not extended (%d, %d)", before, n)
+	}
+	if cause := context.Cause(taken.ctx); !errors.Is(cause, ErrLockLost) {
+		t.Fatalf("the taken job's handler context: %v, want ErrLockLost", cause)
+	}
+	if kept.a.state != attemptRunning || taken.a.state != attemptAbandoned {
+		t.Fatalf("states: %v and %v, want running and abandoned", kept.a.state, taken.a.state)
+	}
+	if got := setCounts(rt.set, rt.queues[0]); got != [5]int{2, 1, 0, 0, 0} {
+		t.Fatalf("busy, held, waiting, released, outcomes = %v, want 2 busy, 1 held", got)
 	}
 }

@@ -25,18 +25,16 @@ func benchRuntime(b *testing.B, n int) *runtime {
 	return newRuntime(bb.client, []*workerSpec{&w.spec})
 }
 
-// benchClaim claims 100 jobs and records them as running attempts.
-func (rt *runtime) benchClaim(b *testing.B) []*attempt {
+// benchClaim claims 100 jobs of rt's queue and records them as running attempts.
+func benchClaim(b *testing.B, rt *runtime) []*attempt {
 	q := rt.queues[0]
-	claimed, _, sent, err := rt.claim(b.Context(), []claimWant{{q: q, limit: 100}})
+	claimed, _, sent, err := claimOnce(b.Context(), rt.c, []claimWant{{q: q, limit: 100}})
 	if err != nil || len(claimed[0]) != 100 {
 		b.Fatalf("claim: %d jobs, %v", len(claimed), err)
 	}
 	attempts := make([]*attempt, 0, 100)
 	for _, r := range claimed[0] {
-		a := q.newAttempt(r, sent.Add(time.Minute))
-		q.begin(b.Context(), a, sent)
-		rt.attempts[a.id] = a
+		a, _ := rt.set.runInline(q, r, sent.Add(time.Minute), b.Context())
 		attempts = append(attempts, a)
 	}
 	return attempts
@@ -46,7 +44,7 @@ func BenchmarkClaimStatement100(b *testing.B) {
 	rt := benchRuntime(b, b.N*100)
 	b.ResetTimer()
 	for range b.N {
-		rt.benchClaim(b)
+		benchClaim(b, rt)
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
 }
@@ -64,7 +62,7 @@ func BenchmarkClaimLimitedStatement100(b *testing.B) {
 	q.way.Store(uint32(claimCapped))
 	b.ResetTimer()
 	for range b.N {
-		rt.benchClaim(b)
+		benchClaim(b, rt)
 		b.StopTimer()
 		if _, err := rt.c.pool.Exec(b.Context(), "DELETE FROM pgqueue_jobs WHERE status = 'running'"); err != nil {
 			b.Fatal(err)
@@ -76,13 +74,13 @@ func BenchmarkClaimLimitedStatement100(b *testing.B) {
 
 func BenchmarkHeartbeatStatement100(b *testing.B) {
 	rt := benchRuntime(b, 100)
-	rt.benchClaim(b)
+	benchClaim(b, rt)
 	b.ResetTimer()
 	for range b.N {
-		rt.heartbeat(b.Context(), true)
+		rt.heart.beat(b.Context(), true)
 	}
-	if len(rt.attempts) != 100 {
-		b.Fatalf("%d jobs still held", len(rt.attempts))
+	if n := len(rt.set.byID); n != 100 {
+		b.Fatalf("%d jobs still held", n)
 	}
 }
 
@@ -90,13 +88,13 @@ func BenchmarkCompleteStatement100(b *testing.B) {
 	rt := benchRuntime(b, b.N*100)
 	batches := make([][]outcome, b.N)
 	for i := range batches {
-		for _, a := range rt.benchClaim(b) {
+		for _, a := range benchClaim(b, rt) {
 			batches[i] = append(batches[i], outcome{a: a, kind: outcomeDone})
 		}
 	}
 	b.ResetTimer()
 	for _, batch := range batches {
-		if skipped, err := rt.settleOutcomes(b.Context(), batch, nil); err != nil || len(skipped) > 0 {
+		if skipped, err := rt.completer.settle(b.Context(), batch, nil); err != nil || len(skipped) > 0 {
 			b.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
 		}
 	}

@@ -145,11 +145,11 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	// From here a missing row means "completed in tx", not "lock lost": the heartbeat extends
 	// the lease apart and the completer reports the job completed. On any failure the attempt is
 	// running again, and its lock is checked as any other's.
-	if !rt.beginCompleteTx(a) {
+	if !rt.set.beginCompleteTx(a) {
 		return wrapf(ErrNotHeld, "complete job %s: lock lost", j.ID)
 	}
 	xact, repeat, err := completeInTx(ctx, tx, a, rt.c.ids.next(1)[0])
-	rt.endCompleteTx(a, xact, repeat)
+	rt.set.endCompleteTx(a, xact, repeat)
 	if err != nil {
 		return wrapf(err, "complete job %s", j.ID)
 	}

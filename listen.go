@@ -135,14 +135,6 @@ func newListener(pool *pgxpool.Pool, cfg Config) *listener {
 	}
 }
 
-// signal leaves a pending signal on ch unless one is already there.
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
 // isClosed reports whether close has been called.
 func (l *listener) isClosed() bool {
 	select {

@@ -30,7 +30,32 @@ type upkeepResult struct {
 	paused            bool           // it is paused (read if upkeep.limits)
 }
 
-// maintainLoop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
+// maintainer keeps a runtime's queues in shape, apart from the claim path: promotion of due
+// jobs, rescue of expired leases, pruning, and the reads of each queue's row (limits, watch,
+// pause). It owns when each queue's next poll and next due job are, and its watches of the pool
+// and of the count deltas.
+type maintainer struct {
+	rt     *runtime
+	queues []queueUpkeep // by queueRun.index
+	pool   poolWatch
+	fold   countsFold
+}
+
+// queueUpkeep is when the maintainer next looks at one queue.
+type queueUpkeep struct {
+	nextPoll time.Time
+	nextDue  time.Time // when the next scheduled job falls due; zero: none known
+}
+
+func newMaintainer(rt *runtime) *maintainer {
+	m := &maintainer{rt: rt, queues: make([]queueUpkeep, len(rt.queues))}
+	for _, q := range rt.queues {
+		m.pool.slots += q.opts.Concurrency
+	}
+	return m
+}
+
+// loop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
 // it promotes scheduled jobs when they fall due (a timer set to the earliest due time, by the
 // database clock) or when a wake-up says the schedule changed; it takes back expired leases and
 // prunes finished jobs at each queue's poll, or one LockDuration after a claim failed; and at the
@@ -41,63 +66,60 @@ type upkeepResult struct {
 // wakes it also looks whether the pool keeps its callers waiting (poolWatch), and every second it
 // folds the schema's count deltas (countsFold). Every statement skips rows another process holds
 // (SKIP LOCKED): any number of processes maintain the same queues without a leader.
-func (rt *runtime) maintainLoop(ctx context.Context) {
+func (m *maintainer) loop(ctx context.Context) {
 	now := time.Now()
-	for _, q := range rt.queues {
-		q.nextPoll = now // everything at start
+	for i := range m.queues {
+		m.queues[i].nextPoll = now // everything at start
 	}
-	pool := poolWatch{}
-	for _, q := range rt.queues {
-		pool.slots += q.opts.Concurrency
-	}
+	m.fold.next = now
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	failures := 0
-	fold := countsFold{next: now}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		case <-rt.wakeMaint:
+		case <-m.rt.w.maintain:
 		}
 		now = time.Now()
-		rt.lookAtPool(ctx, &pool, now)
-		rt.foldCountsIfDue(ctx, &fold, now)
-		work := rt.upkeepDue(now)
+		m.lookAtPool(ctx, now)
+		m.foldCountsIfDue(ctx, now)
+		work := m.upkeepDue(now)
 		retryAt := time.Time{}
 		if len(work) > 0 {
-			if err := rt.maintain(ctx, work); err != nil {
+			if err := m.maintain(ctx, work); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				failures++
-				rt.upkeepFailed(work, err)
+				m.upkeepFailed(work, err)
 				retryAt = now.Add(retryDelay(failures))
 			} else {
 				failures = 0
 			}
 		}
 		timer.Stop()
-		timer.Reset(time.Until(rt.nextUpkeep(retryAt, fold.next)))
+		timer.Reset(time.Until(m.nextUpkeep(retryAt)))
 	}
 }
 
 // upkeepDue returns the queues' upkeep due at now, taking their wishes.
-func (rt *runtime) upkeepDue(now time.Time) []upkeep {
+func (m *maintainer) upkeepDue(now time.Time) []upkeep {
 	var work []upkeep
-	for _, q := range rt.queues {
-		u := upkeep{q: q, poll: !now.Before(q.nextPoll)}
+	for _, q := range m.rt.queues {
+		qu := &m.queues[q.index]
+		u := upkeep{q: q, poll: !now.Before(qu.nextPoll)}
 		if at := q.rescueAt.Load(); at != 0 && now.UnixNano() >= at {
 			q.rescueAt.Store(0)
 			u.rescue = true
 		}
 		u.rescue = u.rescue || u.poll
-		u.promote = q.wantPromote.Swap(false) || u.poll || (!q.nextDue.IsZero() && !now.Before(q.nextDue))
+		u.promote = q.wantPromote.Swap(false) || u.poll || (!qu.nextDue.IsZero() && !now.Before(qu.nextDue))
 		u.limits = q.wantLimits.Swap(false) || u.poll
 		u.pauseHeard = q.pauseHeard.Load()
 		if u.poll {
-			q.nextPoll = now.Add(q.opts.PollInterval)
+			qu.nextPoll = now.Add(q.opts.PollInterval)
 		}
 		if u.rescue || u.promote || u.limits {
 			work = append(work, u)
@@ -107,18 +129,18 @@ func (rt *runtime) upkeepDue(now time.Time) []upkeep {
 }
 
 // nextUpkeep returns when upkeep is next due: the earliest poll, due time or asked-for rescue,
-// or retryAt or foldAt if set and earlier.
-func (rt *runtime) nextUpkeep(retryAt, foldAt time.Time) time.Time {
+// or retryAt or the next fold of the counts if set and earlier.
+func (m *maintainer) nextUpkeep(retryAt time.Time) time.Time {
 	next := retryAt
 	earlier := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
-	earlier(foldAt)
-	for _, q := range rt.queues {
-		earlier(q.nextPoll)
-		earlier(q.nextDue)
+	earlier(m.fold.next)
+	for _, q := range m.rt.queues {
+		earlier(m.queues[q.index].nextPoll)
+		earlier(m.queues[q.index].nextDue)
 		if at := q.rescueAt.Load(); at != 0 {
 			earlier(time.Unix(0, at))
 		}
@@ -127,7 +149,7 @@ func (rt *runtime) nextUpkeep(retryAt, foldAt time.Time) time.Time {
 }
 
 // upkeepFailed reports a failed maintenance round trip and keeps its work wanted.
-func (rt *runtime) upkeepFailed(work []upkeep, err error) {
+func (m *maintainer) upkeepFailed(work []upkeep, err error) {
 	qs := make([]*queueRun, len(work))
 	for i, u := range work {
 		qs[i] = u.q
@@ -141,14 +163,14 @@ func (rt *runtime) upkeepFailed(work []upkeep, err error) {
 			u.q.wantLimits.Store(true)
 		}
 	}
-	rt.reportError(qs, "pgqueue: maintain queues", err)
+	m.rt.reportError(qs, "pgqueue: maintain queues", err)
 }
 
 // maintain sends the upkeep of every queue of work in one round trip and applies what it found:
-// queues with jobs made runnable (or polled) are handed to the claim loop, and the due timers
-// are set anew.
-func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
-	results, err := rt.sendUpkeep(ctx, work)
+// queues with jobs made runnable (or polled) are handed to the claimer, and the due timers are
+// set anew.
+func (m *maintainer) maintain(ctx context.Context, work []upkeep) error {
+	results, err := sendUpkeep(ctx, m.rt, work)
 	if err != nil {
 		return err
 	}
@@ -157,14 +179,15 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 	for i, u := range work {
 		r := results[i]
 		if u.promote {
-			u.q.nextDue = time.Time{}
+			qu := &m.queues[u.q.index]
+			qu.nextDue = time.Time{}
 			if r.nextDue != nil {
-				u.q.nextDue = now.Add(*r.nextDue)
+				qu.nextDue = now.Add(*r.nextDue)
 			}
 			if r.promoted == promoteBatch {
 				// More due jobs than one statement promotes: go again.
 				u.q.wantPromote.Store(true)
-				signal(rt.wakeMaint)
+				m.rt.w.maintain.signal()
 			}
 		}
 		if u.limits {
@@ -172,10 +195,11 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 			if r.watchedFor > 0 {
 				u.q.heardWatched(now.Add(r.watchedFor))
 			}
-			claim = rt.readPaused(u, r.paused) || claim
+			claim = m.readPaused(u, r.paused) || claim
 		}
 		if u.limits && claimWay(u.q.way.Swap(uint32(r.way))) != r.way {
-			// Claims for it go the other way now (fetch.go), and may find what the last did not.
+			// Claims for it go the other way now (claimround.go), and may find what the last did
+			// not.
 			u.q.wantClaim.Store(true)
 			claim = true
 		}
@@ -185,7 +209,7 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 		}
 	}
 	if claim {
-		signal(rt.wakeFetch)
+		m.rt.w.claim.signal()
 	}
 	return nil
 }
@@ -194,14 +218,14 @@ func (rt *runtime) maintain(ctx context.Context, work []upkeep) error {
 // pause or resume message was heard since the upkeep was made: a worker that missed the message
 // (its listener was away) learns it at the next poll. It reports whether the queue was found
 // resumed, and so wants a claim.
-func (rt *runtime) readPaused(u upkeep, paused bool) (resumed bool) {
+func (m *maintainer) readPaused(u upkeep, paused bool) (resumed bool) {
 	q := u.q
 	if q.pauseHeard.Load() != u.pauseHeard || q.paused.Load() == paused {
 		return false
 	}
 	q.paused.Store(paused)
 	if paused {
-		rt.handBackQueue(q)
+		m.rt.set.handBackWaiting(q)
 		return false
 	}
 	q.wantClaim.Store(true)
@@ -210,8 +234,9 @@ func (rt *runtime) readPaused(u upkeep, paused bool) (resumed bool) {
 
 // sendUpkeep sends, in one round trip, the statements of work (rescue and prune, promotion, and
 // the read of which queues have limits), each covering every queue that needs it, and returns
-// what each queue's upkeep found. It does not let ctx interrupt a statement under way.
-func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResult, error) {
+// what each queue's upkeep found. It does not let ctx interrupt a statement under way. The
+// maintainer sends it, and so does Worker.WorkOne before its claim.
+func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult, error) {
 	var rescue, promote, limits []string
 	var completed, failed, cancelled []*int64
 	var timeout time.Duration
@@ -248,7 +273,7 @@ func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResul
 	for _, u := range work {
 		found[u.q.name] = &upkeepResult{}
 	}
-	if err := rt.readUpkeep(br, len(rescue) > 0, len(promote) > 0, len(limits) > 0, found); err != nil {
+	if err := readUpkeep(rt, br, len(rescue) > 0, len(promote) > 0, len(limits) > 0, found); err != nil {
 		return nil, err
 	}
 	if err := br.Close(); err != nil {
@@ -262,70 +287,92 @@ func (rt *runtime) sendUpkeep(ctx context.Context, work []upkeep) ([]upkeepResul
 }
 
 // readUpkeep reads the results of the statements sendUpkeep queued, in their order, into found.
-func (rt *runtime) readUpkeep(br pgx.BatchResults, rescue, promote, limits bool, found map[string]*upkeepResult) error {
+func readUpkeep(rt *runtime, br pgx.BatchResults, rescue, promote, limits bool, found map[string]*upkeepResult) error {
 	if rescue {
-		var queue string
-		var available, failed, notified int
-		rows, _ := br.Query()
-		_, err := pgx.ForEachRow(rows, []any{&queue, &available, &failed, &notified}, func() error {
-			found[queue].rescued = available
-			if available+failed > 0 {
-				rt.byName[queue].log.Warn("pgqueue: took back jobs whose lease expired",
-					"available", available, "failed", failed)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("pgqueue: rescue: %w", err)
-		}
-		var pruned int
-		if err := br.QueryRow().Scan(&pruned); err != nil {
-			return fmt.Errorf("pgqueue: prune: %w", err)
-		}
-		if pruned > 0 {
-			rt.c.cfg.Logger.Debug("pgqueue: pruned finished jobs past their retention", "jobs", pruned)
+		if err := readRescued(rt, br, found); err != nil {
+			return err
 		}
 	}
 	if promote {
-		var queue string
-		var promoted, notified int
-		var nextDueMs *int64
-		rows, _ := br.Query()
-		_, err := pgx.ForEachRow(rows, []any{&queue, &promoted, &nextDueMs, &notified}, func() error {
-			r := found[queue]
-			r.promoted = promoted
-			if nextDueMs != nil {
-				d := time.Duration(max(*nextDueMs, 0)) * time.Millisecond
-				r.nextDue = &d
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("pgqueue: promote: %w", err)
+		if err := readPromoted(br, found); err != nil {
+			return err
 		}
 	}
 	if limits {
-		var queue string
-		var limited, walked, rated, paused bool
-		var watchedMs *int64
-		rows, _ := br.Query()
-		_, err := pgx.ForEachRow(rows, []any{&queue, &limited, &walked, &rated, &watchedMs, &paused}, func() error {
-			r := found[queue]
-			r.paused = paused
-			if limited {
-				r.way, r.rated = claimCapped, rated
-				if walked {
-					r.way = claimLimited
-				}
-			}
-			if watchedMs != nil {
-				r.watchedFor = time.Duration(*watchedMs) * time.Millisecond
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("pgqueue: read limits: %w", err)
+		return readFlags(br, found)
+	}
+	return nil
+}
+
+// readRescued reads what rescue.sql and prune.sql did, logging it.
+func readRescued(rt *runtime, br pgx.BatchResults, found map[string]*upkeepResult) error {
+	var queue string
+	var available, failed, notified int
+	rows, _ := br.Query()
+	_, err := pgx.ForEachRow(rows, []any{&queue, &available, &failed, &notified}, func() error {
+		found[queue].rescued = available
+		if available+failed > 0 {
+			rt.byName[queue].log.Warn("pgqueue: took back jobs whose lease expired",
+				"available", available, "failed", failed)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgqueue: rescue: %w", err)
+	}
+	var pruned int
+	if err := br.QueryRow().Scan(&pruned); err != nil {
+		return fmt.Errorf("pgqueue: prune: %w", err)
+	}
+	if pruned > 0 {
+		rt.c.cfg.Logger.Debug("pgqueue: pruned finished jobs past their retention", "jobs", pruned)
+	}
+	return nil
+}
+
+// readPromoted reads what promote.sql did, and when each queue's next scheduled job is due.
+func readPromoted(br pgx.BatchResults, found map[string]*upkeepResult) error {
+	var queue string
+	var promoted, notified int
+	var nextDueMs *int64
+	rows, _ := br.Query()
+	_, err := pgx.ForEachRow(rows, []any{&queue, &promoted, &nextDueMs, &notified}, func() error {
+		r := found[queue]
+		r.promoted = promoted
+		if nextDueMs != nil {
+			d := time.Duration(max(*nextDueMs, 0)) * time.Millisecond
+			r.nextDue = &d
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgqueue: promote: %w", err)
+	}
+	return nil
+}
+
+// readFlags reads what queue_flags.sql said of each queue: its limits, watch and pause.
+func readFlags(br pgx.BatchResults, found map[string]*upkeepResult) error {
+	var queue string
+	var limited, walked, rated, paused bool
+	var watchedMs *int64
+	rows, _ := br.Query()
+	_, err := pgx.ForEachRow(rows, []any{&queue, &limited, &walked, &rated, &watchedMs, &paused}, func() error {
+		r := found[queue]
+		r.paused = paused
+		if limited {
+			r.way, r.rated = claimCapped, rated
+			if walked {
+				r.way = claimLimited
+			}
+		}
+		if watchedMs != nil {
+			r.watchedFor = time.Duration(*watchedMs) * time.Millisecond
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgqueue: read limits: %w", err)
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func TestUpkeepReadsWatchedQueues(t *testing.T) {
 		work = append(work, upkeep{q: q, limits: true})
 	}
 	before := time.Now()
-	if err := rt.maintain(t.Context(), work); err != nil {
+	if err := rt.maint.maintain(t.Context(), work); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]struct {
@@ -161,5 +161,52 @@ func TestUpkeepReadsWatchedQueues(t *testing.T) {
 		case w.watched && (until.Before(before.Add(watchTTL/2)) || until.After(time.Now().Add(watchTTL+time.Second))):
 			t.Errorf("queue %s is taken as watched until %s, want about %s from %s", q.name, until, watchTTL, before)
 		}
+	}
+}
+
+// The maintainer alone, with the attempt set: a pause whose message was missed (here, never
+// sent) is learnt from the queue's row at the next read of it; the jobs waiting for a slot go
+// back, and none starts. A resume found the same way wants a claim. A read sent before a pause
+// message was heard does not undo that message.
+func TestMaintainerReadsPause(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "paused-row")
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 1}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	qr, set := rt.queues[0], rt.set
+	rows, leaseEnd := claimRows(t, rt, 1)
+	set.mu.Lock()
+	set.queues[qr.index].busy = 1 // its slot taken: the claimed job waits
+	set.mu.Unlock()
+	set.hold(qr, rows, leaseEnd, time.Now())
+	b.exec("INSERT INTO pgqueue_queues (name, paused) VALUES ($1, true) ON CONFLICT (name) DO UPDATE SET paused = true", qr.name)
+
+	stale := upkeep{q: qr, limits: true, pauseHeard: qr.pauseHeard.Load() - 1} // made before a message
+	if err := rt.maint.maintain(t.Context(), []upkeep{stale}); err != nil {
+		t.Fatal(err)
+	}
+	if qr.paused.Load() {
+		t.Fatal("a read made before a pause message was heard was applied")
+	}
+	if err := rt.maint.maintain(t.Context(), []upkeep{{q: qr, limits: true, pauseHeard: qr.pauseHeard.Load()}}); err != nil {
+		t.Fatal(err)
+	}
+	if !qr.paused.Load() {
+		t.Fatal("the queue's row says paused, the runtime does not know")
+	}
+	if got := setCounts(set, qr); got[2] != 0 || got[4] != 1 {
+		t.Fatalf("waiting %d, outcomes %d; want the waiting job handed back", got[2], got[4])
+	}
+	b.exec("UPDATE pgqueue_queues SET paused = false WHERE name = $1", qr.name)
+	qr.wantClaim.Store(false)
+	if err := rt.maint.maintain(t.Context(), []upkeep{{q: qr, limits: true, pauseHeard: qr.pauseHeard.Load()}}); err != nil {
+		t.Fatal(err)
+	}
+	if qr.paused.Load() || !qr.wantClaim.Load() {
+		t.Fatalf("after the row said resumed: paused %v, wants a claim %v", qr.paused.Load(), qr.wantClaim.Load())
 	}
 }

@@ -42,7 +42,8 @@ type poolWatch struct {
 
 // lookAtPool compares the pool's waits since the last look with the time passed, and logs a
 // warning when callers waited more than poolWaitShare of it with the pool at its MaxConns.
-func (rt *runtime) lookAtPool(ctx context.Context, w *poolWatch, now time.Time) {
+func (m *maintainer) lookAtPool(ctx context.Context, now time.Time) {
+	w, rt := &m.pool, m.rt
 	stat := rt.c.pool.Stat()
 	total := stat.EmptyAcquireWaitTime()
 	if w.since.IsZero() {

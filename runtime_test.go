@@ -245,27 +245,36 @@ func (g *gatedQueue) waitAhead(t *testing.T, b *bundle) []ulid.ULID {
 		q = g.run
 		return g.blocked == 2
 	})
-	q.rt.mu.Lock()
-	q.runMean = time.Nanosecond
-	q.rt.mu.Unlock()
+	set := q.rt.set
+	set.mu.Lock()
+	set.queues[q.index].runMean = time.Nanosecond
+	set.aheadWait = time.Hour // they wait for the test, not for aheadWaitMax
+	set.mu.Unlock()
 	q.wantClaim.Store(true)
-	signal(q.rt.wakeFetch)
-	var ahead []ulid.ULID
+	q.rt.w.claim.signal()
 	waitFor(t, 20*time.Second, "2 jobs claimed ahead of 2 blocked handlers", func() bool {
-		q.rt.mu.Lock()
-		defer q.rt.mu.Unlock()
-		if len(q.waiting) < 2 || q.claiming > 0 {
+		set.mu.Lock()
+		defer set.mu.Unlock()
+		qs := &set.queues[q.index]
+		if len(qs.waiting) < 2 {
 			return false
 		}
-		q.runMean = time.Hour
-		for _, a := range q.waiting {
-			ahead = append(ahead, a.id)
-		}
+		qs.runMean = time.Hour
 		return true
 	})
-	// The quick jobs' outcomes may still be on their way to the table.
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d jobs running in the table (2 handlers, %d claimed ahead)",
-		2+len(ahead), len(ahead)), func() bool { return b.count("status = 'running'") == 2+len(ahead) })
+	// Claims still in flight come back and add to the line, and the quick jobs' outcomes may
+	// still be on their way to the table; then the line stands still, and the table shows the 2
+	// handlers' jobs and those claimed ahead running.
+	var ahead []ulid.ULID
+	waitFor(t, 20*time.Second, "the line of jobs claimed ahead to stand still", func() bool {
+		set.mu.Lock()
+		ahead = ahead[:0]
+		for _, a := range set.queues[q.index].waiting {
+			ahead = append(ahead, a.id)
+		}
+		set.mu.Unlock()
+		return b.count("status = 'running'") == 2+len(ahead)
+	})
 	if len(ahead) > 4 {
 		t.Fatalf("%d jobs claimed ahead of 2 slots, want at most 4", len(ahead))
 	}
@@ -289,9 +298,10 @@ func TestClaimAheadWaitsForASlot(t *testing.T) {
 	q := g.run
 	g.mu.Unlock()
 	waitFor(t, 2*time.Second, "the cancelled job to leave the line", func() bool {
-		q.rt.mu.Lock()
-		defer q.rt.mu.Unlock()
-		return !slices.ContainsFunc(q.waiting, func(a *attempt) bool { return a.id == ahead[0] })
+		set := q.rt.set
+		set.mu.Lock()
+		defer set.mu.Unlock()
+		return !slices.ContainsFunc(set.queues[q.index].waiting, func(a *attempt) bool { return a.id == ahead[0] })
 	})
 	close(g.gate)
 	for range jobs - 1 {
@@ -329,12 +339,9 @@ func TestClaimAheadHandedBackAtShutdown(t *testing.T) {
 	stop()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	rt := g.run.rt
-	rt.mu.Lock()
-	if rt.handlers != 0 {
-		t.Errorf("%d handler goroutines alive after Run returned", rt.handlers)
+	if n := g.run.rt.handlers.alive.Load(); n != 0 {
+		t.Errorf("%d handler goroutines alive after Run returned", n)
 	}
-	rt.mu.Unlock()
 	for _, id := range ahead {
 		if g.ran[id] != 0 {
 			t.Errorf("job %s, waiting at shutdown, ran", ulid.ULID(id))
@@ -383,107 +390,6 @@ func TestClaimAheadKeepsOrder(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.IsSortedFunc(order, ulid.ULID.Compare) {
 		t.Fatal("jobs started out of their queue's order")
-	}
-}
-
-// claimable asks for a job per free slot and, for a queue without limits (or a MaxRunning far
-// from reached) whose last job claimed ahead did not wait too long, one ahead per running handler, or job of a round in flight,
-// expected to be done within a claim's round trip; those beyond the free slots are claimed
-// ahead. The attempts it holds unsettled stay bounded: by 4 per slot, or by 8 in a runtime of 32
-// slots or more in all.
-func TestClaimable(t *testing.T) {
-	ms := time.Millisecond
-	for _, c := range []struct {
-		name                          string
-		busy, waiting, held, claiming int
-		runtimeSlots                  int // the runtime's slots in all
-		runMean, rtt                  time.Duration
-		way                           claimWay
-		stalled, paused, exclusive    bool
-		want, wantAhead               int
-	}{
-		{name: "idle", want: 10},
-		{name: "no run time known yet", busy: 10, held: 10, rtt: ms, want: 0},
-		{name: "handlers quicker than a claim", busy: 10, held: 10, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 10},
-		{name: "some slots free, quick handlers", busy: 6, held: 6, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 6},
-		{name: "half return within a claim", busy: 10, held: 10, runMean: 2 * ms, rtt: ms, want: 5, wantAhead: 5},
-		{name: "long jobs", busy: 10, held: 10, runMean: time.Second, rtt: 3 * ms, want: 0},
-		{name: "some slots free, long jobs", busy: 6, held: 6, runMean: time.Second, rtt: 3 * ms, want: 4},
-		{name: "already waiting", busy: 10, waiting: 4, held: 14, runMean: ms / 2, rtt: ms, want: 6, wantAhead: 6},
-		{name: "completer behind", busy: 10, held: 48, runMean: ms / 2, rtt: ms, want: 2, wantAhead: 2},
-		{name: "completer behind, in a runtime of 32 slots or more", busy: 10, held: 48, runtimeSlots: 32, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 10},
-		{name: "completer far behind, in a runtime of 32 slots or more", busy: 10, held: 88, runtimeSlots: 100, runMean: ms / 2, rtt: ms, want: 2, wantAhead: 2},
-		{name: "MaxRunning far from reached", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimCapped, want: 10, wantAhead: 6},
-		{name: "MaxRunning nearly reached", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimCapped, exclusive: true, want: 4},
-		{name: "per-key limits or rates", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimLimited, want: 4},
-		{name: "stalled: a job claimed ahead waited too long", busy: 6, held: 6, runMean: ms / 2, rtt: ms, stalled: true, want: 4},
-		{name: "paused", busy: 6, held: 6, runMean: ms / 2, rtt: ms, paused: true, want: 4},
-		{name: "a round in flight, quick handlers", busy: 10, held: 10, claiming: 10, runMean: ms / 4, rtt: ms, want: 10, wantAhead: 10},
-		{name: "a round in flight, half return within a claim", busy: 10, held: 10, claiming: 10, runMean: 2 * ms, rtt: ms, want: 0},
-		{name: "a round in flight for the free slots, long jobs", busy: 6, held: 6, claiming: 4, runMean: time.Second, rtt: 3 * ms, want: 0},
-		{name: "a round in flight, completer behind", busy: 10, held: 45, claiming: 10, runMean: ms / 4, rtt: ms, want: 5, wantAhead: 5},
-	} {
-		q := &queueRun{rt: &runtime{slots: max(10, c.runtimeSlots)}, opts: WorkerOptions{Concurrency: 10},
-			busy: c.busy, held: c.held, claiming: c.claiming, runMean: c.runMean, stalled: c.stalled, exclusive: c.exclusive}
-		q.waiting = make([]*attempt, c.waiting)
-		q.way.Store(uint32(c.way))
-		q.paused.Store(c.paused)
-		if got, ahead := q.claimable(c.rtt); got != c.want || ahead != c.wantAhead {
-			t.Errorf("%s: claimable = %d, %d ahead, want %d, %d ahead", c.name, got, ahead, c.want, c.wantAhead)
-		}
-	}
-}
-
-// A job claimed as Run stops is handed back; an older attempt of that job still running here (its
-// lease ran out, and the job was taken back and claimed again) has lost it, as when such a job is
-// started: its handler's context ends with ErrLockLost and it is reported lost. It was left
-// running, unknown to the runtime: never cancelled, at shutdown either.
-func TestHandBackSupersedesAnOlderAttempt(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := t.Context()
-	q := newQueue[int](t, b.client, "handback")
-	job := must(q.Enqueue(ctx, 1, nil))
-	ev := newEvents()
-	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{OnEvent: ev.on}))
-	rt := newRuntime(b.client, []*workerSpec{&w.spec})
-	qr := rt.queues[0]
-	qr.events.start()
-	defer rt.closeEvents()
-	claim := func() ([]*jobRow, time.Time) {
-		t.Helper()
-		claimed, _, sent, err := rt.claim(ctx, []claimWant{{q: qr, limit: 1}})
-		if err != nil || len(claimed[0]) != 1 {
-			t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
-		}
-		return claimed[0], sent
-	}
-	rows, sent := claim()
-	old := qr.newAttempt(rows[0], sent.Add(time.Minute))
-	rt.mu.Lock()
-	hctx := qr.begin(context.Background(), old, time.Now())
-	rt.attempts[old.id] = old
-	qr.held++
-	rt.mu.Unlock()
-
-	// Taken back as a rescue does, and claimed again as Run stops.
-	b.exec("UPDATE pgqueue_jobs SET status = 'available', lock_token = NULL, lock_until = NULL WHERE id = $1", job.ID)
-	rows, sent = claim()
-	rt.handBack(qr, rows, sent.Add(time.Minute))
-	if cause := context.Cause(hctx); !errors.Is(cause, ErrLockLost) {
-		t.Fatalf("the older attempt's context: %v, want ErrLockLost", cause)
-	}
-	if e := ev.nextOf(t, job.ID); e.Kind != EventLockLost || e.Attempt != 1 {
-		t.Fatalf("event %s of attempt %d, want the first lost", e.Kind, e.Attempt)
-	}
-	if skipped, err := rt.settleOutcomes(ctx, rt.takeOutcomes(), nil); err != nil || len(skipped) > 0 {
-		t.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
-	}
-	if e := ev.nextOf(t, job.ID); e.Kind != EventHandedBack || e.Attempt != 2 {
-		t.Fatalf("event %s of attempt %d, want the second handed back", e.Kind, e.Attempt)
-	}
-	if n := b.count("id = $1 AND status = 'available' AND attempt = 1", job.ID); n != 1 {
-		t.Fatal("the job is not available again with its second attempt uncharged")
 	}
 }
 
@@ -557,33 +463,4 @@ func TestHandlerGoexit(t *testing.T) {
 		t.Fatalf("the first attempt ended %+v, want job %s retrying with the Goexit error", retrying, ids[0])
 	}
 	ev.outcomes(t, map[ulid.ULID]EventKind{ids[0]: EventCompleted, ids[1]: EventCompleted})
-}
-
-// Jobs claimed by a later round that come before jobs still waiting for a slot (claimed by a
-// round that ran beside theirs, or back in line since) wait ahead of them.
-func TestStartKeepsWaitingInLine(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	q := newQueue[int](t, b.client, "line")
-	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 1}))
-	rt := newRuntime(b.client, []*workerSpec{&w.spec})
-	qr := rt.queues[0]
-	qr.busy = 1 // its one slot is taken: what start takes waits
-	ids := make([]ulid.ULID, 5)
-	for i := range ids {
-		ids[i] = ulid.Make()
-	}
-	row := func(i, priority int) *jobRow {
-		return &jobRow{queue: qr.name, id: ids[i], priority: priority, attempt: 1}
-	}
-	leaseEnd := time.Now().Add(time.Minute)
-	rt.start(qr, []*jobRow{row(3, 0), row(1, 0)}, leaseEnd)
-	rt.start(qr, []*jobRow{row(4, 0), row(0, 0), row(2, 5)}, leaseEnd)
-	var got []ulid.ULID
-	for _, a := range qr.waiting {
-		got = append(got, a.id)
-	}
-	if want := []ulid.ULID{ids[2], ids[0], ids[1], ids[3], ids[4]}; !slices.Equal(got, want) {
-		t.Fatalf("waiting %v, want %v (priority 5 first, then by id)", got, want)
-	}
 }

@@ -92,9 +92,10 @@ func (w *Worker[T]) WorkUntilEmpty(ctx context.Context) ([]*WorkResult, error) {
 	return results, ctx.Err()
 }
 
-// inline serves one worker's queue with a runtime whose claim, maintenance and completion loops
-// are not started: the caller claims, runs and settles one job at a time with the runtime's own
-// steps. The runtime's listener subscription stays, so a cancellation reaches a running handler.
+// inline serves one worker's queue with a runtime whose loops are not started, but for the
+// heartbeat while a job runs: the caller claims, runs and settles one job at a time with the
+// parts' own steps. The runtime's listener subscription stays, so a cancellation reaches a
+// running handler.
 type inline struct {
 	rt   *runtime
 	q    *queueRun
@@ -131,14 +132,13 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 	}
 	rt, q := s.rt, s.q
 	// What Run does at start: take back expired leases, prune, promote due jobs, read the limits.
-	found, err := rt.sendUpkeep(ctx, []upkeep{{q: q, rescue: true, promote: true, limits: true}})
+	found, err := sendUpkeep(ctx, rt, []upkeep{{q: q, rescue: true, promote: true, limits: true}})
 	if err != nil {
 		return nil, explainSchemaError(err)
 	}
 	q.way.Store(uint32(found[0].way))
 	q.rated.Store(found[0].rated)
-	wants := []claimWant{{q: q, limit: 1}}
-	claimed, sent, err := s.claim(ctx, wants)
+	wants, claimed, sent, err := s.claim(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 	// Heartbeats keep the lease while the handler runs and until its outcome is saved.
 	bg, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	var heartbeat sync.WaitGroup
-	heartbeat.Go(func() { rt.heartbeatLoop(bg) })
+	heartbeat.Go(func() { rt.heart.loop(bg) })
 	defer heartbeat.Wait()
 	defer stopHeartbeat()
 	a, abandoned := s.run(ctx, r, sent.Add(q.opts.LockDuration))
@@ -161,82 +161,69 @@ func (s *inline) workOne(ctx context.Context) (*WorkResult, error) {
 		}
 		return res, nil
 	}
-	return s.settle(ctx, rt.takeOutcomes())
+	return s.settle(ctx, rt.completer.takeOutcomes())
 }
 
-// claim claims for wants, waiting while another process holds the queue's claim lock, and
-// claiming again under the exclusive lock when a claim under the shared one came back short (a
-// rate limit's wait it does not wait for: no job is runnable now).
-func (s *inline) claim(ctx context.Context, wants []claimWant) ([][]*jobRow, time.Time, error) {
+// claim claims one job of the queue, waiting while another process holds the queue's claim
+// lock, and claiming again under the exclusive lock when a claim under the shared one came back
+// short (a rate limit's wait it does not wait for: no job is runnable now).
+func (s *inline) claim(ctx context.Context) ([]claimWant, [][]*jobRow, time.Time, error) {
+	cl, q := s.rt.claimer, s.q
 	for {
-		claimed, again, sent, err := s.rt.claim(ctx, wants)
+		wants := []claimWant{{q: q, limit: 1, exclusive: cl.queues[q.index].exclusive}}
+		claimed, again, sent, err := claimOnce(ctx, s.rt.c, wants)
 		if err != nil {
-			return nil, sent, explainSchemaError(err)
+			return nil, nil, sent, explainSchemaError(err)
 		}
 		switch {
 		case again[0].lockedOut:
 			if !sleepCtx(ctx, lockedOutWait) {
-				return nil, sent, ctx.Err()
+				return nil, nil, sent, ctx.Err()
 			}
-		case wants[0].q.chooseLockMode(again[0], len(claimed[0]) < wants[0].limit):
+		case cl.chooseLockMode(q, again[0], len(claimed[0]) < 1):
 			// again at once, under the exclusive lock
 		default:
-			return claimed, sent, nil
+			return wants, claimed, sent, nil
 		}
 	}
 }
 
 // run runs the handler of claimed row r with the runtime's own attempt and outcome
 // classification (workOne runs the heartbeat), and returns the attempt and, if it was abandoned
-// while it ran (cancelled, lock lost), the cause; otherwise its outcome waits in rt.outcomes.
+// while it ran (cancelled, lock lost), the cause; otherwise its outcome waits in the attempt set.
 func (s *inline) run(ctx context.Context, r *jobRow, leaseEnd time.Time) (*attempt, error) {
-	rt, q := s.rt, s.q
-	a := q.newAttempt(r, leaseEnd)
-	hctx := q.begin(context.WithoutCancel(ctx), a, time.Now())
-	rt.mu.Lock()
-	rt.attempts[a.id] = a
-	q.held++
-	q.busy++
-	rt.busy++
-	if q.events.active() {
-		q.events.emit(a.event(EventStarted, 0)) // under rt.mu, before any other event of a, as in start
-	}
-	rt.mu.Unlock()
+	rt := s.rt
+	a, hctx := rt.set.runInline(s.q, r, leaseEnd, context.WithoutCancel(ctx))
 	stopShutdown := context.AfterFunc(ctx, func() { a.cancel(ErrShutdown) })
 	defer stopShutdown()
-	rt.runAttempt(hctx, a, r)
-
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if a.state == attemptAbandoned {
-		return a, a.stopped // not hctx's cause: that may be its JobTimeout, or WorkOne's end
-	}
-	return a, nil
+	rt.handlers.runAttempt(hctx, a, r)
+	// Not hctx's cause: that may be its JobTimeout, or WorkOne's end.
+	return a, rt.set.stoppedBy(a)
 }
 
 // settle saves the outcome of the attempt WorkOne ran and reports it as the completer does, then
-// describes it by the event runtime.report emits for it (outcomeEvent). While another
+// describes it by the event completer.report emits for it (outcomeEvent). While another
 // transaction locks the job's row, it tries again after a pause, for up to the lease.
 func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, error) {
-	rt := s.rt
+	rt, c := s.rt, s.rt.completer
 	// WorkOne's context may have ended (the job was handed back): its outcome is saved anyway.
 	ctx = context.WithoutCancel(ctx)
 	giveUp := time.Now().Add(rt.longestLease())
-	results, err := rt.sendSettle(ctx, rt.buildSettle(batch))
+	results, err := c.send(ctx, c.build(batch))
 	for err == nil && results[batch[0].a.id].status == StatusRunning {
 		batch[0].skips++
-		if pause := skipPause(batch, rt.heartbeatEvery); time.Now().Add(pause).After(giveUp) {
+		if pause := skipPause(batch, rt.heart.every); time.Now().Add(pause).After(giveUp) {
 			err = fmt.Errorf("pgqueue: complete: job %s: its row stays locked by another transaction", batch[0].a.id)
 		} else {
 			time.Sleep(pause)
-			results, err = rt.sendSettle(ctx, rt.buildSettle(batch))
+			results, err = c.send(ctx, c.build(batch))
 		}
 	}
 	if err != nil {
 		return nil, explainSchemaError(err)
 	}
 	o := batch[0]
-	rt.applySettled(ctx, batch, results)
+	c.applySettled(ctx, batch, results)
 	r, ok := results[o.a.id]
 	ev := outcomeEvent(o, r, ok)
 	res := &WorkResult{JobID: o.a.id, Attempt: o.a.attempt, Kind: ev.Kind, Err: o.err, Status: r.status,

@@ -157,15 +157,16 @@ func TestClaimCutShortByShutdownIsNoError(t *testing.T) {
 	q.events.start()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	p := &claimPipe{rt: rt}
+	p := &claimPipe{c: b.client}
 	round := newClaimRound([]claimWant{{q: q, limit: 10}})
 	err := p.send(ctx, round)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("sending a claim with its context ended: %v, want context.Canceled", err)
 	}
-	var f claimFailure
-	f.add(err, append(p.discard(), round)...)
-	rt.claimFailed(ctx, &f)
+	cl := rt.claimer
+	cl.queues[q.index].claiming, cl.queues[q.index].rounds = 10, 1 // as wantedClaims counted them
+	cl.fail.add(err, append(p.discard(), round)...)
+	cl.claimFailed(ctx)
 	if !q.events.close(time.Second) {
 		t.Fatal("the events were not delivered within a second")
 	}
@@ -219,5 +220,119 @@ func TestClaimTokens(t *testing.T) {
 	var running int
 	if err := b.pool.QueryRow(t.Context(), "SELECT count(*) FROM pgqueue_jobs WHERE status = 'running'").Scan(&running); err != nil || running != 3 {
 		t.Fatalf("%d jobs running (%v), want the other 3", running, err)
+	}
+}
+
+// claimable asks for a job per free slot and, for a queue without limits (or a MaxRunning far
+// from reached) whose last job claimed ahead did not wait too long, one ahead per running handler, or job of a round in flight,
+// expected to be done within a claim's round trip; those beyond the free slots are claimed
+// ahead. The attempts it holds unsettled stay bounded: by 4 per slot, or by 8 in a runtime of 32
+// slots or more in all.
+func TestClaimable(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name                          string
+		busy, waiting, held, claiming int
+		runtimeSlots                  int // the runtime's slots in all
+		runMean, rtt                  time.Duration
+		way                           claimWay
+		stalled, paused, exclusive    bool
+		want, wantAhead               int
+	}{
+		{name: "idle", want: 10},
+		{name: "no run time known yet", busy: 10, held: 10, rtt: ms, want: 0},
+		{name: "handlers quicker than a claim", busy: 10, held: 10, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 10},
+		{name: "some slots free, quick handlers", busy: 6, held: 6, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 6},
+		{name: "half return within a claim", busy: 10, held: 10, runMean: 2 * ms, rtt: ms, want: 5, wantAhead: 5},
+		{name: "long jobs", busy: 10, held: 10, runMean: time.Second, rtt: 3 * ms, want: 0},
+		{name: "some slots free, long jobs", busy: 6, held: 6, runMean: time.Second, rtt: 3 * ms, want: 4},
+		{name: "already waiting", busy: 10, waiting: 4, held: 14, runMean: ms / 2, rtt: ms, want: 6, wantAhead: 6},
+		{name: "completer behind", busy: 10, held: 48, runMean: ms / 2, rtt: ms, want: 2, wantAhead: 2},
+		{name: "completer behind, in a runtime of 32 slots or more", busy: 10, held: 48, runtimeSlots: 32, runMean: ms / 2, rtt: ms, want: 10, wantAhead: 10},
+		{name: "completer far behind, in a runtime of 32 slots or more", busy: 10, held: 88, runtimeSlots: 100, runMean: ms / 2, rtt: ms, want: 2, wantAhead: 2},
+		{name: "MaxRunning far from reached", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimCapped, want: 10, wantAhead: 6},
+		{name: "MaxRunning nearly reached", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimCapped, exclusive: true, want: 4},
+		{name: "per-key limits or rates", busy: 6, held: 6, runMean: ms / 2, rtt: ms, way: claimLimited, want: 4},
+		{name: "stalled: a job claimed ahead waited too long", busy: 6, held: 6, runMean: ms / 2, rtt: ms, stalled: true, want: 4},
+		{name: "paused", busy: 6, held: 6, runMean: ms / 2, rtt: ms, paused: true, want: 4},
+		{name: "a round in flight, quick handlers", busy: 10, held: 10, claiming: 10, runMean: ms / 4, rtt: ms, want: 10, wantAhead: 10},
+		{name: "a round in flight, half return within a claim", busy: 10, held: 10, claiming: 10, runMean: 2 * ms, rtt: ms, want: 0},
+		{name: "a round in flight for the free slots, long jobs", busy: 6, held: 6, claiming: 4, runMean: time.Second, rtt: 3 * ms, want: 0},
+		{name: "a round in flight, completer behind", busy: 10, held: 45, claiming: 10, runMean: ms / 4, rtt: ms, want: 5, wantAhead: 5},
+	} {
+		q := &queueRun{opts: WorkerOptions{Concurrency: 10}}
+		q.way.Store(uint32(c.way))
+		q.paused.Store(c.paused)
+		cl := &claimer{queues: []queueClaims{{claiming: c.claiming, exclusive: c.exclusive}}, rtt: c.rtt,
+			slots: max(10, c.runtimeSlots)}
+		s := slotCounts{busy: c.busy, waiting: c.waiting, held: c.held, runMean: c.runMean, stalled: c.stalled}
+		if got, ahead := cl.claimable(q, s); got != c.want || ahead != c.wantAhead {
+			t.Errorf("%s: claimable = %d, %d ahead, want %d, %d ahead", c.name, got, ahead, c.want, c.wantAhead)
+		}
+	}
+}
+
+// The claimer alone, with the attempt set and handlers but no completer: for handlers it takes
+// for quick ones, it claims ahead of its two blocked slots; the jobs claimed ahead go back once
+// they have waited aheadWaitMax (their outcomes wait for a completer, unstarted), and the queue,
+// stalled, claims ahead no more while its handlers do not return.
+func TestClaimerHandsBackWhatWaitsTooLong(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "claimer-alone")
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	w := must(q.NewWorker(func(ctx context.Context, _ *Job[int]) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 2, PollInterval: noPoll}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	qr, set := rt.queues[0], rt.set
+	qr.events.start()
+	set.mu.Lock()
+	set.queues[qr.index].runMean = time.Nanosecond // as if its handlers were quick
+	set.mu.Unlock()
+	ctx, cancel := context.WithCancel(t.Context())
+	set.start(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rt.claimer.loop(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+		close(release)
+		rt.handlers.stop()
+	}()
+	handedBack := func() (n int) {
+		set.mu.Lock()
+		defer set.mu.Unlock()
+		for _, o := range set.outcomes {
+			if o.kind == outcomeRequeue && o.a.started.IsZero() {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 10*time.Second, "jobs claimed ahead of the 2 blocked slots to go back", func() bool { return handedBack() >= 2 })
+	set.mu.Lock()
+	stalled, waiting := set.queues[qr.index].stalled, len(set.queues[qr.index].waiting)
+	set.mu.Unlock()
+	if !stalled || waiting != 0 {
+		t.Fatalf("after the hand-back: stalled %v, %d waiting; want stalled, none waiting", stalled, waiting)
+	}
+	claimed := b.count("status = 'running'")
+	time.Sleep(3 * aheadWaitMax) // a claimer that claimed ahead again would have by now
+	if n := b.count("status = 'running'"); n != claimed {
+		t.Fatalf("%d jobs claimed after the hand-back, want none while the handlers block", n-claimed)
+	}
+	if n := handedBack(); n != claimed-2 {
+		t.Fatalf("%d jobs handed back, want the %d claimed beyond the 2 running", n, claimed-2)
 	}
 }
