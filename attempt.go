@@ -92,6 +92,7 @@ type attempt struct {
 	watched     bool                        // the queue was watched when the job was claimed
 	repeats     bool                        // the job has repeats left
 	ahead       bool                        // claimed ahead of a free slot: its start is recorded when it starts
+	startBy     time.Time                   // a rated queue's: its handler starts by then, or not at all (rateStartMargin)
 	logger      atomic.Pointer[slog.Logger] // made by the first call of Logger in its handler
 
 	// Set under the set's lock when it starts (attemptSet.begin), before its handler runs; then
@@ -160,6 +161,7 @@ type outcome struct {
 	err     error         // the attempt's error (outcomeFailed, or the snooze)
 	final   bool          // outcomeFailed with no attempt left, or a PermanentError
 	delay   time.Duration // outcomeRequeue: how long until it runs again
+	ran     bool          // its handler started (a requeue of one that did not leaves its start unrecorded)
 	elapsed time.Duration
 	skips   int // how many settles skipped its row, locked by another transaction
 }
@@ -167,7 +169,7 @@ type outcome struct {
 // classify turns a handler's result into an outcome. cause is the cause of the handler's
 // context, if it was cancelled.
 func classify(a *attempt, err, cause error, elapsed time.Duration) outcome {
-	o := outcome{a: a, err: err, elapsed: elapsed}
+	o := outcome{a: a, err: err, elapsed: elapsed, ran: true}
 	var snooze *SnoozeError
 	var permanent *PermanentError
 	switch {

@@ -112,11 +112,12 @@ func inLine(a, b *attempt) int { return rowsInLine(a.row, b.row) }
 
 // hold takes the rows claimed for q, under leases until leaseEnd, as its attempts, waiting in line
 // order (with those already waiting) for a slot, and starts as many as there are free slots: it
-// returns their handlers' tasks. A row whose job's previous attempt still runs here means that
+// returns their handlers' tasks. startBy, if set, is when their handlers must have started
+// (rateStartMargin). A row whose job's previous attempt still runs here means that
 // attempt lost its lock (its lease ran out and the job was taken back before a heartbeat
 // noticed): it is given up first, returned in lost, and its EventLockLost comes before the new
 // start.
-func (s *attemptSet) hold(q *queueRun, rows []*jobRow, leaseEnd, now time.Time) (tasks []handlerTask, lost []*attempt) {
+func (s *attemptSet) hold(q *queueRun, rows []*jobRow, leaseEnd, startBy, now time.Time) (tasks []handlerTask, lost []*attempt) {
 	slices.SortFunc(rows, rowsInLine)
 	var events []Event
 	s.mu.Lock()
@@ -124,7 +125,7 @@ func (s *attemptSet) hold(q *queueRun, rows []*jobRow, leaseEnd, now time.Time) 
 	qs := &s.queues[q.index]
 	for _, r := range rows {
 		a := newAttempt(q, r, leaseEnd)
-		a.since = now
+		a.since, a.startBy = now, startBy
 		lost, a.prev = s.supersede(a, attemptWaiting, now, lost, &events)
 		qs.waiting = append(qs.waiting, a)
 	}
@@ -259,6 +260,26 @@ func (s *attemptSet) finish(a *attempt, err, cause error, now time.Time) []handl
 	return next
 }
 
+// startedLate takes back a, a running attempt whose handler did not start by a.startBy: it goes
+// back to the queue unstarted and uncharged, and the attempts waiting for its slot start instead:
+// their tasks are returned, to run next.
+func (s *attemptSet) startedLate(a *attempt, now time.Time) []handlerTask {
+	s.mu.Lock()
+	next := []handlerTask(nil)
+	if a.state.running() {
+		s.move(a, attemptFinishing)
+		s.outcomes = append(s.outcomes, outcome{a: a, kind: outcomeRequeue})
+		var started []Event
+		next, started = s.startWaiting(a.q, now)
+		a.q.events.emitAll(started)
+	}
+	s.mu.Unlock()
+	s.w.settle.signal()
+	s.w.freed.signal()
+	s.w.claim.signal()
+	return next
+}
+
 // abandon gives up a running attempt whose lock is gone, cancelling its handler's context with
 // cause, which it records: the context may have ended before (its JobTimeout passed), and then
 // keeps its first cause. The caller holds s.mu.
@@ -358,7 +379,7 @@ func (s *attemptSet) giveUpOverdue(now time.Time) (tasks []handlerTask, overdue 
 			err := fmt.Errorf("%w: the handler did not return within %s of its JobTimeout (%s) and was given up",
 				ErrJobTimeout, o.ShutdownTimeout, o.JobTimeout)
 			s.outcomes = append(s.outcomes, outcome{a: a, kind: outcomeFailed, err: err,
-				final: a.attempt >= a.maxAttempts, elapsed: now.Sub(a.started)})
+				final: a.attempt >= a.maxAttempts, ran: true, elapsed: now.Sub(a.started)})
 			overdue = append(overdue, a)
 		}
 	}
@@ -700,7 +721,7 @@ func (s *attemptSet) giveUpStuck(now time.Time) map[string]int {
 		if a.state.running() {
 			s.move(a, attemptGivenUp)
 			stuck[a.q.name]++
-			s.outcomes = append(s.outcomes, outcome{a: a, kind: outcomeRequeue, elapsed: now.Sub(a.started)})
+			s.outcomes = append(s.outcomes, outcome{a: a, kind: outcomeRequeue, ran: true, elapsed: now.Sub(a.started)})
 		}
 	}
 	return stuck

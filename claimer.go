@@ -174,7 +174,7 @@ func (cl *claimer) took(ctx context.Context, round *claimRound, all []*jobRow, l
 		cl.next(w, claimed[i], again[i])
 		if len(claimed[i]) > 0 {
 			cl.queues[w.q.index].drainPending = true
-			cl.hold(w.q, markAhead(claimed[i], w), round.sent.Add(w.q.opts.LockDuration))
+			cl.hold(w.q, markAhead(claimed[i], w), round.sent)
 		}
 	}
 	cl.reportDrained()
@@ -203,9 +203,14 @@ func (cl *claimer) next(w claimWant, rows []*jobRow, again claimAgain) {
 	}
 }
 
-// hold gives the rows claimed for q to the attempt set, and runs the handlers that start.
-func (cl *claimer) hold(q *queueRun, rows []*jobRow, leaseEnd time.Time) {
-	tasks, lost := cl.rt.set.hold(q, rows, leaseEnd, time.Now())
+// hold gives the rows a claim sent at sent took for q to the attempt set, and runs the handlers
+// that start. Those of a queue with a rate limit must start within rateStartMargin of sent.
+func (cl *claimer) hold(q *queueRun, rows []*jobRow, sent time.Time) {
+	var startBy time.Time
+	if claimWay(q.way.Load()) == claimLimited && q.rated.Load() {
+		startBy = sent.Add(rateStartMargin)
+	}
+	tasks, lost := cl.rt.set.hold(q, rows, sent.Add(q.opts.LockDuration), startBy, time.Now())
 	cl.rt.handlers.run(tasks)
 	cl.rt.logLost(lost)
 	if len(lost) > 0 {

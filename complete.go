@@ -283,7 +283,7 @@ func (c *completer) build(batch []outcome) *settleArgs {
 		case outcomeRequeue:
 			a.backIDs, a.backTokens = append(a.backIDs, id), append(a.backTokens, token)
 			a.backDelays = append(a.backDelays, o.delay.Microseconds())
-			a.backStarted = append(a.backStarted, !o.a.started.IsZero())
+			a.backStarted = append(a.backStarted, o.ran)
 		case outcomeFailed:
 			a.failIDs, a.failTokens = append(a.failIDs, id), append(a.failTokens, token)
 			a.failDelays = append(a.failDelays, o.a.q.opts.RetryBackoff.Delay(o.a.attempt).Microseconds())

@@ -408,7 +408,7 @@ func TestCompleterRecordsStarts(t *testing.T) {
 	if n := b.count("status = 'running' AND attempted_at IS NULL"); n != 2 {
 		t.Fatalf("%d jobs claimed ahead with no start recorded, want 2", n)
 	}
-	tasks, _ := rt.set.hold(qr, markAhead(claimed[0], want), sent.Add(time.Minute), time.Now())
+	tasks, _ := rt.set.hold(qr, markAhead(claimed[0], want), sent.Add(time.Minute), time.Time{}, time.Now())
 	if len(tasks) != 2 {
 		t.Fatalf("%d started, want 2", len(tasks))
 	}

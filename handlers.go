@@ -78,6 +78,13 @@ func (p *handlerPool) loop(t handlerTask) {
 // outcome for the completer. It returns the tasks of the waiting attempts of its queue that
 // start in the slot it freed, for the caller to run.
 func (p *handlerPool) runAttempt(ctx context.Context, a *attempt, r *jobRow) []handlerTask {
+	if !a.startBy.IsZero() && time.Now().After(a.startBy) {
+		// Too late for its rate: its handler would start in a window the rate has already
+		// given to other starts (rateStartMargin).
+		a.q.logJob(a, "pgqueue: job could not start within its rate's margin of its claim; handed back")
+		a.cancel(nil)
+		return p.set.startedLate(a, time.Now())
+	}
 	a.q.logJob(a, "pgqueue: job started")
 	returned := false
 	defer func() {
