@@ -192,14 +192,8 @@ func (cl *claimer) next(w claimWant, rows []*jobRow, again claimAgain) {
 		cl.claimAfter(q, again.after)
 	}
 	qc.empty = short
-	near := qc.exclusive
 	if cl.chooseLockMode(q, again, short) {
 		q.wantClaim.Store(true)
-	}
-	if qc.exclusive && !near {
-		// Found near its MaxRunning: the jobs claimed ahead here could keep another process from
-		// starting one.
-		cl.rt.set.handBackWaiting(q)
 	}
 }
 
@@ -363,10 +357,10 @@ func (cl *claimer) claimable(q *queueRun, s slotCounts) (n, ahead int) {
 // with a free slot could not use, or have its start logged for a rate before it starts. With a
 // MaxRunning, only while its last claim found it far from the limit (under the claim lock shared:
 // chooseLockMode), with its running jobs, those waiting everywhere included, within a ticket's
-// share of the limit: the jobs waiting here keep nobody from starting one. Once a claim finds it
-// nearer, its waiting jobs go back (next). Not while paused. Not while stalled: its last job
-// claimed ahead waited past aheadWaitMax, and its handlers, slower than their mean says, are to
-// show that they return again.
+// share of the limit, and no claim of it held back by the limit (claim.sql): the jobs waiting
+// here keep nobody from starting one. Not while paused. Not while stalled: its last job claimed
+// ahead waited past aheadWaitMax, and its handlers, slower than their mean says, are to show that
+// they return again.
 func (cl *claimer) claimsAhead(q *queueRun, s slotCounts) bool {
 	switch claimWay(q.way.Load()) {
 	case claimPlain:

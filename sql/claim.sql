@@ -18,10 +18,12 @@
 --     (migration 20261206120000). The queues come in name order, the order in which it takes
 --     their held locks;
 --   * if it holds the lock shared, with a ticket, at most max_running / pgqueue.claim_tickets
---     (the number of tickets) less the running jobs. At most that many such claims run at once,
---     none sees the others' jobs, and each takes no more than a ticket's share would leave if the
---     others took theirs: the running jobs never pass max_running. A claim that gets fewer than it asked for comes
---     back at once for the exclusive lock, which counts exactly (fetch.go);
+--     (the number of tickets) less the running jobs, and none ahead of a free slot while a claim
+--     of the queue is held back by the limit (pgqueue_claims_held): a job waiting here for a slot
+--     would keep that claim's place. At most that many such claims run at once, none sees the
+--     others' jobs, and each takes no more than a ticket's share would leave if the others took
+--     theirs: the running jobs never pass max_running. A claim that gets fewer than it asked for
+--     comes back at once for the exclusive lock, which counts exactly (claimer.go);
 --   * otherwise nothing (so a claim that has not heard of a new limit cannot pass it).
 -- A queue with per-key limits or rates yields nothing here: claim_limited.sql claims for it (and
 -- counts the running jobs in the same way).
@@ -45,8 +47,10 @@ WITH picked AS MATERIALIZED (
                       WHEN NOT p.limited THEN x.n
                       ELSE (SELECT CASE WHEN l.mode IS NULL THEN 0
                                         WHEN l.mode = 'shared'
-                                        THEN greatest(0, least(x.n, p.max_running
-                                                                    / current_setting('pgqueue.claim_tickets')::int - r.n))
+                                        THEN greatest(0, least(CASE WHEN EXISTS (SELECT FROM pgqueue_claims_held AS h WHERE h.queue = x.queue)
+                                                                    THEN x.m ELSE x.n END,
+                                                               p.max_running
+                                                               / current_setting('pgqueue.claim_tickets')::int - r.n))
                                         WHEN p.max_running - r.n >= x.n THEN x.n
                                         ELSE pgqueue_capped_take(x.queue, x.n) END
                             FROM (SELECT CASE WHEN x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''),

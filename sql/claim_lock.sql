@@ -8,7 +8,7 @@
 -- The claim lock is a transaction-level advisory lock keyed by a hash of the schema's and the
 -- queue's names (two queues that share a hash only share turns). It is held for the claim's own
 -- transaction, a few milliseconds, and never waited for: a claimer that does not get it leaves
--- that queue for a moment (fetch.go, lockedOutWait). It is taken by a statement of its own,
+-- that queue for a moment (claimer.go, lockedOutWait). It is taken by a statement of its own,
 -- before the claim's: a statement sees the rows committed before it started, and only a claim
 -- that starts after the lock is granted sees every earlier claim of the queue.
 --
