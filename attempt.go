@@ -92,7 +92,7 @@ type attempt struct {
 	watched     bool                        // the queue was watched when the job was claimed
 	repeats     bool                        // the job has repeats left
 	ahead       bool                        // claimed ahead of a free slot: its start is recorded when it starts
-	startBy     time.Time                   // a rated queue's: its handler starts by then, or not at all (rateStartMargin)
+	rated       bool                        // its start was logged for a rate: reported once its handler starts
 	logger      atomic.Pointer[slog.Logger] // made by the first call of Logger in its handler
 
 	// Set under the set's lock when it starts (attemptSet.begin), before its handler runs; then

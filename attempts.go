@@ -28,8 +28,10 @@ type attemptSet struct {
 	busy, released int
 	outcomes       []outcome // finished attempts waiting for the completer
 	// unrecorded are attempts claimed ahead that have started, in the order they did, whose
-	// starts the completer is to record (takeUnrecorded).
-	unrecorded []*attempt
+	// starts the completer is to record; ratedStarts those of queues with a rate limit whose
+	// handlers have started, whose starts it is to report (takeStarts).
+	unrecorded  []*attempt
+	ratedStarts []ratedStart
 	// cancelHeard are jobs held here that a cancellation message named, until the heartbeat has
 	// checked their rows (heartbeater.giveUp).
 	cancelHeard map[ulid.ULID]bool
@@ -112,20 +114,20 @@ func inLine(a, b *attempt) int { return rowsInLine(a.row, b.row) }
 
 // hold takes the rows claimed for q, under leases until leaseEnd, as its attempts, waiting in line
 // order (with those already waiting) for a slot, and starts as many as there are free slots: it
-// returns their handlers' tasks. startBy, if set, is when their handlers must have started
-// (rateStartMargin). A row whose job's previous attempt still runs here means that
+// returns their handlers' tasks. A row whose job's previous attempt still runs here means that
 // attempt lost its lock (its lease ran out and the job was taken back before a heartbeat
 // noticed): it is given up first, returned in lost, and its EventLockLost comes before the new
 // start.
-func (s *attemptSet) hold(q *queueRun, rows []*jobRow, leaseEnd, startBy, now time.Time) (tasks []handlerTask, lost []*attempt) {
+func (s *attemptSet) hold(q *queueRun, rows []*jobRow, leaseEnd, now time.Time) (tasks []handlerTask, lost []*attempt) {
 	slices.SortFunc(rows, rowsInLine)
 	var events []Event
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	qs := &s.queues[q.index]
+	rated := q.logsStarts()
 	for _, r := range rows {
 		a := newAttempt(q, r, leaseEnd)
-		a.since, a.startBy = now, startBy
+		a.since, a.rated = now, rated
 		lost, a.prev = s.supersede(a, attemptWaiting, now, lost, &events)
 		qs.waiting = append(qs.waiting, a)
 	}
@@ -255,26 +257,6 @@ func (s *attemptSet) finish(a *attempt, err, cause error, now time.Time) []handl
 	if queued {
 		s.w.settle.signal()
 	}
-	s.w.freed.signal()
-	s.w.claim.signal()
-	return next
-}
-
-// startedLate takes back a, a running attempt whose handler did not start by a.startBy: it goes
-// back to the queue unstarted and uncharged, and the attempts waiting for its slot start instead:
-// their tasks are returned, to run next.
-func (s *attemptSet) startedLate(a *attempt, now time.Time) []handlerTask {
-	s.mu.Lock()
-	next := []handlerTask(nil)
-	if a.state.running() {
-		s.move(a, attemptFinishing)
-		s.outcomes = append(s.outcomes, outcome{a: a, kind: outcomeRequeue})
-		var started []Event
-		next, started = s.startWaiting(a.q, now)
-		a.q.events.emitAll(started)
-	}
-	s.mu.Unlock()
-	s.w.settle.signal()
 	s.w.freed.signal()
 	s.w.claim.signal()
 	return next
@@ -637,36 +619,79 @@ func (s *attemptSet) settled(batch []outcome) (waited []*attempt) {
 	return waited
 }
 
-// takeUnrecorded takes the attempts claimed ahead whose handlers have run startRecordAfter by now
-// and still run, for the completer to record their starts, and returns when the next one will
-// have (zero if none). Those whose handlers returned meanwhile are forgotten: their outcome
-// records their start.
-func (s *attemptSet) takeUnrecorded(now time.Time) (due []*attempt, next time.Time) {
+// ratedStart is the start of a handler of a queue with a rate limit, and when it started.
+type ratedStart struct {
+	a  *attempt
+	at time.Time
+}
+
+// ratedStarted notes that the handler of a, whose start was logged for a rate, starts now, for
+// the completer to report (takeStarts). Until then the start holds its place in the rate's
+// windows (pgqueue_start_holds).
+func (s *attemptSet) ratedStarted(a *attempt, now time.Time) {
+	s.mu.Lock()
+	s.ratedStarts = append(s.ratedStarts, ratedStart{a: a, at: now})
+	s.mu.Unlock()
+	s.w.settle.signal()
+}
+
+// starts are what the completer writes of starts: those of attempts claimed ahead
+// (record_starts.sql) and those of handlers of queues with a rate limit (record_rate_starts.sql).
+type starts struct {
+	ahead, rated []*attempt
+}
+
+func (st starts) empty() bool { return len(st.ahead) == 0 && len(st.rated) == 0 }
+
+// takeStarts takes the starts for the completer to write by now, and returns when the next is
+// due (zero if none waits). Of attempts claimed ahead, those whose handlers have run
+// startRecordAfter and still run; those whose handlers returned meanwhile are forgotten: their
+// outcome records their start. Of queues with a rate limit, every handler's that started
+// ratedReportAfter ago, whatever became of it since.
+func (s *attemptSet) takeStarts(now time.Time) (st starts, next time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	later := func(at time.Time) {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
 	kept := s.unrecorded[:0]
 	for _, a := range s.unrecorded {
 		switch {
 		case !a.state.running():
 		case now.Sub(a.started) >= startRecordAfter:
-			due = append(due, a)
+			st.ahead = append(st.ahead, a)
 		default:
-			if at := a.started.Add(startRecordAfter); next.IsZero() || at.Before(next) {
-				next = at
-			}
+			later(a.started.Add(startRecordAfter))
 			kept = append(kept, a)
 		}
 	}
 	clear(s.unrecorded[len(kept):])
 	s.unrecorded = kept
-	return due, next
+	n := 0
+	for _, r := range s.ratedStarts {
+		if now.Sub(r.at) >= ratedReportAfter {
+			st.rated = append(st.rated, r.a)
+			continue
+		}
+		later(r.at.Add(ratedReportAfter))
+		s.ratedStarts[n] = r
+		n++
+	}
+	clear(s.ratedStarts[n:])
+	s.ratedStarts = s.ratedStarts[:n]
+	return st, next
 }
 
-// putBackUnrecorded puts back starts whose record failed, to be recorded with the next batch.
-func (s *attemptSet) putBackUnrecorded(starts []*attempt) {
+// putBackStarts puts back starts whose write failed, to be written with the next batch.
+func (s *attemptSet) putBackStarts(st starts) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.unrecorded = append(starts, s.unrecorded...)
+	s.unrecorded = append(st.ahead, s.unrecorded...)
+	for _, a := range st.rated {
+		s.ratedStarts = append(s.ratedStarts, ratedStart{a: a}) // due at once
+	}
 }
 
 // slotCounts is what the set knows of one queue's slots, for the claimer to decide how much to

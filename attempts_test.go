@@ -50,7 +50,7 @@ func TestHandBackSupersedesAnOlderAttempt(t *testing.T) {
 	if e := ev.nextOf(t, job.ID); e.Kind != EventLockLost || e.Attempt != 1 {
 		t.Fatalf("event %s of attempt %d, want the first lost", e.Kind, e.Attempt)
 	}
-	if skipped, err := rt.completer.settle(ctx, rt.completer.takeOutcomes(), nil); err != nil || len(skipped) > 0 {
+	if skipped, err := rt.completer.settle(ctx, rt.completer.takeOutcomes(), starts{}); err != nil || len(skipped) > 0 {
 		t.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
 	}
 	if e := ev.nextOf(t, job.ID); e.Kind != EventHandedBack || e.Attempt != 2 {
@@ -80,8 +80,8 @@ func TestHoldKeepsWaitingInLine(t *testing.T) {
 		return &jobRow{queue: qr.name, id: ids[i], priority: priority, attempt: 1}
 	}
 	leaseEnd := time.Now().Add(time.Minute)
-	set.hold(qr, []*jobRow{row(3, 0), row(1, 0)}, leaseEnd, time.Time{}, time.Now())
-	set.hold(qr, []*jobRow{row(4, 0), row(0, 0), row(2, 5)}, leaseEnd, time.Time{}, time.Now())
+	set.hold(qr, []*jobRow{row(3, 0), row(1, 0)}, leaseEnd, time.Now())
+	set.hold(qr, []*jobRow{row(4, 0), row(0, 0), row(2, 5)}, leaseEnd, time.Now())
 	var got []ulid.ULID
 	for _, a := range set.queues[qr.index].waiting {
 		got = append(got, a.id)
@@ -133,7 +133,7 @@ func TestAttemptSetStates(t *testing.T) {
 		}
 	}
 	rows, leaseEnd := claimRows(t, rt, 3)
-	tasks, lost := s.hold(qr, rows, leaseEnd, time.Time{}, time.Now())
+	tasks, lost := s.hold(qr, rows, leaseEnd, time.Now())
 	if len(tasks) != 1 || len(lost) != 0 {
 		t.Fatalf("hold started %d of 3 jobs for 1 slot (%d lost), want 1", len(tasks), len(lost))
 	}
@@ -187,7 +187,7 @@ func TestAttemptSetStates(t *testing.T) {
 	s.mu.Lock()
 	s.queues[qr.index].busy = 1 // its slot taken: what hold takes waits
 	s.mu.Unlock()
-	s.hold(qr, rows, leaseEnd, time.Time{}, time.Now())
+	s.hold(qr, rows, leaseEnd, time.Now())
 	if n := s.handBackWaiting(qr); n != 1 {
 		t.Fatalf("handBackWaiting: %d, want 1", n)
 	}

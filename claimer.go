@@ -198,13 +198,9 @@ func (cl *claimer) next(w claimWant, rows []*jobRow, again claimAgain) {
 }
 
 // hold gives the rows a claim sent at sent took for q to the attempt set, and runs the handlers
-// that start. Those of a queue with a rate limit must start within rateStartMargin of sent.
+// that start.
 func (cl *claimer) hold(q *queueRun, rows []*jobRow, sent time.Time) {
-	var startBy time.Time
-	if claimWay(q.way.Load()) == claimLimited && q.rated.Load() {
-		startBy = sent.Add(rateStartMargin)
-	}
-	tasks, lost := cl.rt.set.hold(q, rows, sent.Add(q.opts.LockDuration), startBy, time.Now())
+	tasks, lost := cl.rt.set.hold(q, rows, sent.Add(q.opts.LockDuration), time.Now())
 	cl.rt.handlers.run(tasks)
 	cl.rt.logLost(lost)
 	if len(lost) > 0 {

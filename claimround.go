@@ -178,11 +178,10 @@ func (round *claimRound) statements(id string) []claimStatement {
 		s = append(s, claimStatement{claimSQL, []any{plain.queues, plain.limits, plain.leases, id, plain.atOnce}})
 	}
 	if len(limited.queues) > 0 {
-		s = append(s, claimStatement{claimLimitedSQL, []any{limited.queues, limited.limits, limited.leases, id,
-			rateStartMargin.Milliseconds()}})
+		s = append(s, claimStatement{claimLimitedSQL, []any{limited.queues, limited.limits, limited.leases, id}})
 	}
 	if limited.rated {
-		s = append(s, claimStatement{rateWaitSQL, []any{limited.queues, rateStartMargin.Milliseconds()}})
+		s = append(s, claimStatement{rateWaitSQL, []any{limited.queues}})
 	}
 	return s
 }
@@ -240,16 +239,6 @@ func (round *claimRound) read(next func() (pgx.Rows, error), res *limitedResult)
 	}
 	return all, nil
 }
-
-// rateStartMargin is how long after its claim was sent a handler of a queue with a rate limit may
-// start: a job whose handler could not start by then goes back unstarted, its start still counted
-// (handlerPool.runAttempt), and each start holds its place in the rate's window for the period and
-// this margin (claim_limited.sql, rate_wait.sql). So the handlers' own start times keep to the
-// rate in every window, as the jobs' attempted_at do: the handlers of a claim that took the
-// places of an earlier claim's starts start at least a period after that claim's handlers. A
-// handler starts 14-54 ms after its claim's statement read the queue (mostly about 30 ms, six
-// clients of 30 slots on 2 busy cores). Every process must use the same margin.
-const rateStartMargin = 50 * time.Millisecond
 
 // claimTickets is how many claims of a MaxRunning-only queue far from its limit may run at once,
 // each under the queue's claim lock held shared and one ticket (claim_lock.sql), each taking at

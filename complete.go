@@ -37,8 +37,8 @@ func (c *completer) loop(ctx context.Context) {
 	for {
 		c.releaseSkipped()
 		batch := c.takeOutcomes()
-		starts, nextStart := c.rt.set.takeUnrecorded(time.Now())
-		if len(batch) == 0 && len(starts) == 0 {
+		starts, nextStart := c.rt.set.takeStarts(time.Now())
+		if len(batch) == 0 && starts.empty() {
 			select {
 			case <-ctx.Done():
 				c.finalSettle()
@@ -52,7 +52,7 @@ func (c *completer) loop(ctx context.Context) {
 		left, err := c.settle(ctx, batch, starts)
 		if err != nil {
 			c.rt.set.putBackOutcomes(batch)
-			c.rt.set.putBackUnrecorded(starts)
+			c.rt.set.putBackStarts(starts)
 			if ctx.Err() != nil {
 				c.finalSettle()
 				return
@@ -84,6 +84,12 @@ func timerAt(t time.Time) <-chan time.Time {
 // and a round trip. Should its process die before, the attempt is not counted against the job,
 // once (rescue.sql).
 const startRecordAfter = 20 * time.Millisecond
+
+// ratedReportAfter is how long after the handler of a job of a queue with a rate limit started
+// the completer reports its start (record_rate_starts.sql): long enough for the handler to be
+// under way, so that the report comes after the handler's start by any clock; short, since the
+// start holds its place in the rate's windows until a period after it is reported.
+const ratedReportAfter = 2 * time.Millisecond
 
 // skipPauseFirst is how long an outcome whose row a settle skipped waits before it is settled
 // again, the first time: long enough for a heartbeat statement to commit. The pause doubles each
@@ -167,9 +173,14 @@ func (c *completer) finalSettle() {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c.putBackSkipped()
+	// The starts of rated queues' handlers are reported, whenever they started: until they are,
+	// they hold their places in the rates' windows.
+	st, _ := c.rt.set.takeStarts(time.Now().Add(ratedReportAfter))
+	st.ahead = nil // their outcomes record them, or a rescue does not count them, once
 	// More than one batch when a job has two outcomes (takeOutcomes), or rows were skipped.
-	for batch := c.takeOutcomes(); len(batch) > 0; batch = c.takeOutcomes() {
-		left, err := c.settle(ctx, batch, nil)
+	for batch := c.takeOutcomes(); len(batch) > 0 || !st.empty(); batch = c.takeOutcomes() {
+		left, err := c.settle(ctx, batch, st)
+		st = starts{}
 		if err == nil && len(left) > 0 {
 			c.rt.set.putBackOutcomes(left)
 			if !sleepCtx(ctx, skipPause(left, timeout)) {
@@ -200,6 +211,7 @@ type settleArgs struct {
 	backDelays              []int64    // µs
 	backStarted             []bool     // the handler started (a snooze, a shutdown), or not (a job claimed ahead)
 	startIDs, startTokens   [][16]byte // started attempts claimed ahead, whose starts are to be recorded
+	ratedIDs                [][16]byte // jobs of queues with a rate limit whose handlers' starts are to be reported
 	inTxIDs, inTxTokens     [][16]byte // completed with Job.CompleteTx, and the transactions
 	inTxXacts               []string
 	inTxNext                []ulid.ULID // the next runs those transactions enqueued
@@ -222,9 +234,9 @@ type settled struct {
 // nothing; it is reported as EventLockLost. No statement waits for a row another transaction
 // locks: such an outcome is skipped, and returned to be settled again later, so that one locked
 // row holds up neither the batch nor the outcomes that follow it.
-func (c *completer) settle(ctx context.Context, batch []outcome, starts []*attempt) (skipped []outcome, err error) {
+func (c *completer) settle(ctx context.Context, batch []outcome, st starts) (skipped []outcome, err error) {
 	args := c.build(batch)
-	args.recordStarts(starts)
+	args.recordStarts(st)
 	results, err := c.send(ctx, args)
 	if err != nil {
 		return nil, err
@@ -299,11 +311,14 @@ func (c *completer) build(batch []outcome) *settleArgs {
 	return a
 }
 
-// recordStarts adds the starts of attempts claimed ahead to record (record_starts.sql) to the
-// batch.
-func (a *settleArgs) recordStarts(starts []*attempt) {
-	for _, s := range starts {
+// recordStarts adds the starts to write to the batch: of attempts claimed ahead
+// (record_starts.sql), and of handlers of queues with a rate limit (record_rate_starts.sql).
+func (a *settleArgs) recordStarts(st starts) {
+	for _, s := range st.ahead {
 		a.startIDs, a.startTokens = append(a.startIDs, s.id), append(a.startTokens, s.token)
+	}
+	for _, s := range st.rated {
+		a.ratedIDs = append(a.ratedIDs, s.id)
 	}
 }
 
@@ -357,6 +372,9 @@ func (c *completer) findSkipped(ctx context.Context, a *settleArgs, results map[
 func (a *settleArgs) queue(b *pgx.Batch) {
 	if len(a.startIDs) > 0 {
 		b.Queue(recordStartsSQL, a.startIDs, a.startTokens)
+	}
+	if len(a.ratedIDs) > 0 {
+		b.Queue(recordRateStartsSQL, a.ratedIDs)
 	}
 	if len(a.doneIDs) > 0 {
 		b.Queue(completeSQL, a.doneIDs, a.doneTokens)
@@ -450,6 +468,12 @@ func readSettled(br pgx.BatchResults, a *settleArgs) (map[ulid.ULID]settled, err
 			rows, _ := br.Query()
 			if rows.Close(); rows.Err() != nil {
 				return fmt.Errorf("pgqueue: record starts: %w", rows.Err())
+			}
+			return nil
+		}},
+		{len(a.ratedIDs), func() error {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("pgqueue: report starts: %w", err)
 			}
 			return nil
 		}},

@@ -202,7 +202,7 @@ func TestSkippedOutcomeKeepsItsPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := rt.completer
-	left, err := c.settle(ctx, c.takeOutcomes(), nil)
+	left, err := c.settle(ctx, c.takeOutcomes(), starts{})
 	if err != nil || len(left) != 1 || left[0].a != first {
 		t.Fatalf("settle of the locked job's outcome: %d skipped, %v; want it skipped", len(left), err)
 	}
@@ -290,7 +290,7 @@ func settleFirstLostThenCompleted(t *testing.T, rt *runtime, ev *events, first, 
 		if len(batch) != 1 || batch[0].a != want.a {
 			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
 		}
-		if left, err := rt.completer.settle(t.Context(), batch, nil); err != nil || len(left) > 0 {
+		if left, err := rt.completer.settle(t.Context(), batch, starts{}); err != nil || len(left) > 0 {
 			t.Fatalf("settle: %d outcomes skipped, %v", len(left), err)
 		}
 		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {
@@ -408,17 +408,17 @@ func TestCompleterRecordsStarts(t *testing.T) {
 	if n := b.count("status = 'running' AND attempted_at IS NULL"); n != 2 {
 		t.Fatalf("%d jobs claimed ahead with no start recorded, want 2", n)
 	}
-	tasks, _ := rt.set.hold(qr, markAhead(claimed[0], want), sent.Add(time.Minute), time.Time{}, time.Now())
+	tasks, _ := rt.set.hold(qr, markAhead(claimed[0], want), sent.Add(time.Minute), time.Now())
 	if len(tasks) != 2 {
 		t.Fatalf("%d started, want 2", len(tasks))
 	}
-	if due, next := rt.set.takeUnrecorded(time.Now()); len(due) != 0 || next.IsZero() {
-		t.Fatalf("%d starts due at once (next %v), want none until startRecordAfter", len(due), next)
+	if due, next := rt.set.takeStarts(time.Now()); !due.empty() || next.IsZero() {
+		t.Fatalf("%d starts due at once (next %v), want none until startRecordAfter", len(due.ahead), next)
 	}
 	time.Sleep(startRecordAfter)
-	due, _ := rt.set.takeUnrecorded(time.Now())
-	if len(due) != 2 {
-		t.Fatalf("%d starts due after startRecordAfter, want 2", len(due))
+	due, _ := rt.set.takeStarts(time.Now())
+	if len(due.ahead) != 2 || len(due.rated) != 0 {
+		t.Fatalf("%d starts due after startRecordAfter (%d of a rate), want 2", len(due.ahead), len(due.rated))
 	}
 	if _, err := rt.completer.settle(t.Context(), nil, due); err != nil {
 		t.Fatal(err)

@@ -78,14 +78,12 @@ func (p *handlerPool) loop(t handlerTask) {
 // outcome for the completer. It returns the tasks of the waiting attempts of its queue that
 // start in the slot it freed, for the caller to run.
 func (p *handlerPool) runAttempt(ctx context.Context, a *attempt, r *jobRow) []handlerTask {
-	if !a.startBy.IsZero() && time.Now().After(a.startBy) {
-		// Too late for its rate: its handler would start in a window the rate has already
-		// given to other starts (rateStartMargin).
-		a.q.logJob(a, "pgqueue: job could not start within its rate's margin of its claim; handed back")
-		a.cancel(nil)
-		return p.set.startedLate(a, time.Now())
-	}
 	a.q.logJob(a, "pgqueue: job started")
+	if a.rated {
+		// From now on its start holds its place in the rate's windows for a period, once the
+		// completer has reported it: no sooner than the handler starts.
+		p.set.ratedStarted(a, time.Now())
+	}
 	returned := false
 	defer func() {
 		if !returned {

@@ -198,7 +198,7 @@ func TestHeartbeaterGivesUpLostLocks(t *testing.T) {
 		&WorkerOptions{Concurrency: 2, LockDuration: 5 * time.Second, HeartbeatInterval: time.Second}))
 	rt := newRuntime(b.client, []*workerSpec{&w.spec})
 	rows, leaseEnd := claimRows(t, rt, 2)
-	tasks, _ := rt.set.hold(rt.queues[0], rows, leaseEnd, time.Time{}, time.Now())
+	tasks, _ := rt.set.hold(rt.queues[0], rows, leaseEnd, time.Now())
 	kept, taken := tasks[0], tasks[1]
 	b.exec("UPDATE pgqueue_jobs SET lock_token = gen_random_uuid() WHERE id = $1", taken.a.id)
 	before := b.count("id = $1 AND lock_until > now() + interval '4900 milliseconds'", kept.a.id)

@@ -121,8 +121,7 @@ func limitedClaimCost(t *testing.T, b *bundle, queue string, limit int) planCost
 		t.Fatal(err)
 	}
 	lock := explainCost(t, tx, claimLockSQL, []string{queue}, []string{}, claimTickets)
-	claim := explainCost(t, tx, claimLimitedSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain",
-		rateStartMargin.Milliseconds())
+	claim := explainCost(t, tx, claimLimitedSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain")
 	return planCost{buffers: lock.buffers + claim.buffers, ms: lock.ms + claim.ms, jit: lock.jit + claim.jit,
 		plan: lock.plan + "\n" + claim.plan}
 }

@@ -182,7 +182,7 @@ func TestMaintainerReadsPause(t *testing.T) {
 	set.mu.Lock()
 	set.queues[qr.index].busy = 1 // its slot taken: the claimed job waits
 	set.mu.Unlock()
-	set.hold(qr, rows, leaseEnd, time.Time{}, time.Now())
+	set.hold(qr, rows, leaseEnd, time.Now())
 	b.exec("INSERT INTO pgqueue_queues (name, paused) VALUES ($1, true) ON CONFLICT (name) DO UPDATE SET paused = true", qr.name)
 
 	stale := upkeep{q: qr, limits: true, pauseHeard: qr.pauseHeard.Load() - 1} // made before a message

@@ -96,6 +96,8 @@ var (
 	promoteSQL string
 	//go:embed sql/prune.sql
 	pruneSQL string
+	//go:embed sql/record_rate_starts.sql
+	recordRateStartsSQL string
 	//go:embed sql/record_starts.sql
 	recordStartsSQL string
 	//go:embed sql/requeue.sql

@@ -100,6 +100,12 @@ func (q *queueRun) onMessage(m message) {
 	}
 }
 
+// logsStarts reports whether q's claims log their starts for a rate limit (claim_limited.sql),
+// which hold their places until the worker reports that the handlers started.
+func (q *queueRun) logsStarts() bool {
+	return claimWay(q.way.Load()) == claimLimited && q.rated.Load()
+}
+
 // call runs the worker's middleware and handler, turning a panic anywhere in them into a
 // *PanicError.
 func (q *queueRun) call(ctx context.Context, r *jobRow, a *attempt) (err error) {

@@ -209,7 +209,10 @@ func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, erro
 	// WorkOne's context may have ended (the job was handed back): its outcome is saved anyway.
 	ctx = context.WithoutCancel(ctx)
 	giveUp := time.Now().Add(rt.longestLease())
-	results, err := c.send(ctx, c.build(batch))
+	args := c.build(batch)
+	st, _ := rt.set.takeStarts(time.Now().Add(ratedReportAfter)) // a rated queue's start: reported now
+	args.recordStarts(starts{rated: st.rated})
+	results, err := c.send(ctx, args)
 	for err == nil && results[batch[0].a.id].status == StatusRunning {
 		batch[0].skips++
 		if pause := skipPause(batch, rt.heart.every); time.Now().Add(pause).After(giveUp) {

@@ -1,30 +1,24 @@
 -- claim_limited: claim.sql for queues with per-key limits or rates (pgqueue_queues.claim_limited),
 -- sent after claim_lock.sql in the same transaction: of each queue $1[i], up to $2[i] jobs for
--- $3[i] ms, to worker $4, within the queue's limits, a start holding its place for its rate's
--- period and $5 ms (the margin, below). A limited queue whose claim lock this
+-- $3[i] ms, to worker $4, within the queue's limits. A limited queue whose claim lock this
 -- transaction does not hold yields nothing; a queue found to have fewer limits (they were just
 -- changed) is claimed as claim.sql would. The running-jobs count is claim.sql's.
 --
 -- What each queue may start (its budget): what was asked, at most what max_running leaves once
 -- the queue's running jobs are counted (pgqueue_jobs_running_idx), and at most as many jobs as
--- rate_limit leaves weight for once the weights of the queue's starts within the last
--- rate_period and margin are added up (pgqueue_starts_queue_idx). Time is the clock when the
--- statement reads the queue (at), after the claim lock was granted, so the starts of every
--- earlier claim of the queue are older; and at is the start of the jobs it claims: what is
--- logged, and their attempted_at (not now(), the transaction's start, up to tens of ms earlier
--- under load: a claim whose transaction began before a start left the window, and that read the
--- queue after, put its jobs' attempted_at in a window that was already full).
+-- rate_limit leaves weight for once the weights of the queue's starts that hold a place in the
+-- last rate_period are added up (pgqueue_starts_queue_idx). Time is the clock when the statement
+-- reads the queue (at), after the claim lock was granted, so the starts of every earlier claim of
+-- the queue are older; and at is the start of the jobs it claims: what is logged, and their
+-- attempted_at (not now(), the transaction's start, up to tens of ms earlier under load: a claim
+-- whose transaction began before a start left the window, and that read the queue after, put its
+-- jobs' attempted_at in a window that was already full).
 --
--- A start keeps its place for its period and a margin ($5 ms), for the handlers' sake: a
--- handler starts after its claim commits, so the handlers of a later claim B start after B's at,
--- which is at least a period and the margin after the at of a claim A whose places B took; and
--- they share no window of the period with A's handlers if those started within the margin of A's
--- at. The database cannot bound that time (the rest of the claim, the commit, the way back, the
--- worker's own delays): the margin covers most of what was measured (14-54 ms, mostly about 30,
--- from at to a drain's latest handler, six clients of 30 slots on 2 cores), and the worker starts
--- no handler of a rated queue later than the margin after sending its claim: a job it could not
--- start by then goes back unstarted, its start still counted (rateStartMargin). A queue at its
--- rate starts at most Starts per Per and the margin: 5 % fewer at a Per of 1 s.
+-- A start holds its place until its worker reports that its handler started (recorded_at), and
+-- for the period after (pgqueue_start_holds, migration 20261209120000): a handler starts after
+-- its claim commits, so the handlers of a later claim, which starts after at least a period has
+-- passed since the handlers of the claims whose places it takes were reported started, start at
+-- least a period after them.
 --
 -- Weights (EnqueueOptions.Weight; a weight below 1 counts as 1): the jobs picked are taken in
 -- their order for as long as their weights, added up, fit in what the rate leaves (fits): per key
@@ -38,8 +32,8 @@
 -- round to it again (the recursive walk: one probe of pgqueue_jobs_key_idx per key, which lands
 -- on the key's first job in run order), and takes of each key its first jobs, as many as
 -- key_max_running leaves once the key's held jobs are counted (pgqueue_jobs_key_held_idx) and
--- key_rate_limit leaves weight for once the weights of the key's starts within key_rate_period
--- and the margin are added up (pgqueue_starts_key_idx), until
+-- key_rate_limit leaves weight for once the weights of the key's starts that hold a place in the
+-- last key_rate_period are added up (pgqueue_starts_key_idx), until
 -- the budget is spent; key_cursor moves to the last key served. So every key with jobs waiting
 -- gets its turn within one lap: a key waits at most (keys waiting ÷ budget) claims, however many
 -- jobs another key has. The walk is read lazily: it visits the keys it takes jobs from and the
@@ -47,10 +41,10 @@
 -- queue's line (as many as the budget), with what the keys left of it.
 --
 -- The starts of queues with a rate limit are logged in pgqueue_starts at at, the jobs'
--- attempted_at, with their jobs' weights (at least 1, so that the sums over the log need not
--- check), and those older than the queue's longest period and the margin are deleted.
+-- attempted_at, with their jobs and weights (at least 1, so that the sums over the log need not
+-- check), and those that hold no place in the queue's longest period any more are deleted.
 WITH claimable AS (
-    SELECT x.queue, t.at, t.margin, p.key_max_running, p.key_rate_limit, p.key_rate_period,
+    SELECT x.queue, t.at, p.key_max_running, p.key_rate_limit, p.key_rate_period,
            p.rate_limit IS NOT NULL OR p.key_rate_limit IS NOT NULL AS rated,
            greatest(p.rate_period, p.key_rate_period) AS longest_period,
            coalesce(p.key_cursor, '') AS cursor,
@@ -69,12 +63,12 @@ WITH claimable AS (
            p.limited AND t.locked AS locked
     FROM unnest($1::text[], $2::int[]) AS x(queue, n)
     JOIN pgqueue_queues AS p ON p.name = x.queue AND NOT p.paused
-    CROSS JOIN LATERAL (SELECT clock_timestamp() AS at, $5::bigint * interval '1 millisecond' AS margin,
+    CROSS JOIN LATERAL (SELECT clock_timestamp() AS at,
                                x.queue = ANY (coalesce(nullif(current_setting('pgqueue.claim_locked', true), ''),
                                                        '{}')::text[]) AS locked) AS t
     CROSS JOIN LATERAL (SELECT CASE WHEN p.rate_limit IS NOT NULL THEN
                                    (SELECT coalesce(sum(s.weight), 0) FROM pgqueue_starts AS s
-                                    WHERE s.queue = x.queue AND s.started_at > t.at - p.rate_period - t.margin) END AS used) AS u
+                                    WHERE s.queue = x.queue AND pgqueue_start_holds(s, t.at - p.rate_period)) END AS used) AS u
     WHERE set_config('synchronous_commit', 'off', true) = 'off' -- as in claim.sql
 ), plain AS (
     SELECT c.queue, a.ctid, NULL::text AS key, 0 AS lap, 0 AS step, a.p, a.id, a.w,
@@ -129,7 +123,7 @@ WITH claimable AS (
                            FROM (SELECT CASE WHEN c.key_rate_limit IS NOT NULL THEN
                                             (SELECT coalesce(sum(s.weight), 0) FROM pgqueue_starts AS s
                                              WHERE s.queue = c.queue AND s.key = w.key AND s.key IS NOT NULL
-                                               AND s.started_at > c.at - c.key_rate_period - c.margin) END AS used) AS u) AS r,
+                                               AND pgqueue_start_holds(s, c.at - c.key_rate_period)) END AS used) AS u) AS r,
                   -- The key's head, found by the walk itself, then (with room for more) the jobs
                   -- after it in the key's order.
                   LATERAL (SELECT h.ctid, w.p, w.id, h.w
@@ -201,14 +195,14 @@ WITH claimable AS (
               EXISTS (SELECT 1 FROM pgqueue_queues AS q WHERE q.name = j.queue AND q.watched_until > now())
                   AS watched
 ), logged AS (
-    INSERT INTO pgqueue_starts (queue, key, started_at, weight)
-    SELECT d.queue, d.key, c.at, greatest(d.weight, 1)
+    INSERT INTO pgqueue_starts (queue, key, started_at, weight, job_id)
+    SELECT d.queue, d.key, c.at, greatest(d.weight, 1), d.id
     FROM claimed AS d JOIN claimable AS c ON c.queue = d.queue
     WHERE c.rated
 ), forgotten AS (
     DELETE FROM pgqueue_starts AS s
     USING claimable AS c
     WHERE c.locked AND c.rated AND s.queue = c.queue
-      AND s.started_at <= c.at - c.longest_period - c.margin
+      AND NOT pgqueue_start_holds(s, c.at - c.longest_period)
 )
 SELECT * FROM claimed

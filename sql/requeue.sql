@@ -2,7 +2,8 @@
 -- charging the attempt they used: after $3 µs, 'scheduled' while that lies ahead and 'available'
 -- when it is zero. Serves snoozes and the hand-back of jobs a worker did not finish or, claimed
 -- ahead of a free slot, did not start ($4 false: their attempted_at stays NULL, not started; a
--- started job's start is recorded if it was not yet).
+-- started job's start is recorded if it was not yet). A start logged for a rate limit is taken as
+-- reported, as record_rate_starts.sql does.
 -- Wakes the workers of each queue where a job became available. Returns id, status and run_at
 -- of each job it changed. Skips a row another transaction locks, as complete.sql does. Counts the
 -- moves itself (pgqueue_count_moves; see the count_moves migration). Reads the primary key.
@@ -26,6 +27,11 @@ WITH held AS (
     FROM held AS r
     WHERE j.ctid = r.ctid
     RETURNING j.id, j.queue, j.status, j.run_at
+), reported AS (
+    UPDATE pgqueue_starts AS s
+    SET recorded_at = now()
+    FROM back AS b
+    WHERE s.job_id = b.id AND s.recorded_at IS NULL
 ), counted AS (
     SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) FROM back
 ), notified AS (

@@ -6,11 +6,15 @@
 -- attempt it was charged at claim is not counted against it (max_attempts one more), though its
 -- number stays used, so that no attempt number runs twice; it is never failed, and is marked
 -- ahead_lost, so that its next claims record its start at once and a job that kills its process
--- at every start cannot come back uncounted for ever (migration 20261209120000). Wakes the workers of each queue that had a job taken back: a job became available, or
--- a place under the queue's limits freed (also when the job failed). Returns, per queue,
--- how many became available and how many failed. Reads one range of pgqueue_jobs_running_idx
--- (queue) WHERE status = 'running' per queue. Counts the moves itself
--- (pgqueue_count_moves; see the count_moves migration).
+-- at every start cannot come back uncounted for ever (migration 20261209120000). A logged start
+-- of a rated queue whose job no live lease holds and whose start was never reported (its worker
+-- died, or the job was cancelled or deleted as it did) is taken as reported now, so that it holds
+-- its place in the rate's windows for a period more, and not for ever (pgqueue_starts_pending_idx).
+-- Wakes the workers of each queue that had a job taken back: a job became available, or a place
+-- under the queue's limits freed (also when the job failed). Returns, per queue, how many became
+-- available and how many failed. Reads one range of pgqueue_jobs_running_idx (queue) WHERE
+-- status = 'running' per queue. Counts the moves itself (pgqueue_count_moves; see the
+-- count_moves migration).
 WITH rescued AS (
     UPDATE pgqueue_jobs AS j
     SET counted     = NOT j.counted,
@@ -40,6 +44,12 @@ WITH rescued AS (
                             LIMIT $2
                             FOR UPDATE SKIP LOCKED) AS c))
     RETURNING j.queue, j.status
+), reported AS (
+    UPDATE pgqueue_starts AS s
+    SET recorded_at = now()
+    WHERE s.job_id IS NOT NULL AND s.recorded_at IS NULL AND s.queue = ANY ($1::text[])
+      AND NOT EXISTS (SELECT FROM pgqueue_jobs AS j
+                      WHERE j.id = s.job_id AND j.status = 'running' AND j.lock_until >= now())
 ), counted AS (
     SELECT x.queue,
            count(*) FILTER (WHERE r.status = 'available') AS available,
