@@ -49,7 +49,8 @@ func ExampleWriteGooseMigrations() {
 	// 00012_pgqueue_20261206120000_claims_held.sql
 	// 00013_pgqueue_20261207120000_held_claims.sql
 	// 00014_pgqueue_20261208120000_running_by_queue.sql
-	// 00015_pgqueue_20261209120000_recorded_starts.sql
+	// 00015_pgqueue_20261209120000_claimed_ahead.sql
+	// 00016_pgqueue_20261210120000_rate_starts.sql
 }
 
 // A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the

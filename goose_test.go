@@ -110,7 +110,7 @@ func TestMarkGooseApplied(t *testing.T) {
 	if len(marked) != len(files)-1 || !slices.EqualFunc(marked, files[:len(files)-1], func(a, b GooseFile) bool { return a.Name == b.Name }) {
 		t.Fatalf("marked %d files, want all but the latest", len(marked))
 	}
-	checkGooseTable(t, b, "app_goose_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14})
+	checkGooseTable(t, b, "app_goose_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	if again, err := MarkGooseApplied(ctx, b.db(), "app_goose_version", files); err != nil || len(again) != 0 {
 		t.Fatalf("marking again: %d files (%v), want none", len(again), err)
 	}
@@ -118,11 +118,11 @@ func TestMarkGooseApplied(t *testing.T) {
 	if again, err := MarkGooseApplied(ctx, b.db(), b.schema+".app_goose_version", files); err != nil || len(again) != 1 {
 		t.Fatalf("marking after Migrate: %d files (%v), want the latest", len(again), err)
 	}
-	checkGooseTable(t, b, "app_goose_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	checkGooseTable(t, b, "app_goose_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	if _, err := MarkGooseApplied(ctx, b.db(), "", files); err != nil {
 		t.Fatal(err)
 	}
-	checkGooseTable(t, b, "goose_db_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	checkGooseTable(t, b, "goose_db_version", []int64{0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 
 	for _, bad := range []string{"goose; DROP TABLE users", "a.b.c", "1goose", `"goose"`} {
 		if _, err := MarkGooseApplied(ctx, b.db(), bad, files); !errors.Is(err, ErrInvalidOption) ||

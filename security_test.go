@@ -205,7 +205,7 @@ func newRole(t *testing.T, b *bundle) string {
 // pgqueue_claims_held, may use the new table once the schema is migrated: the migration grants it
 // to every role that may update pgqueue_jobs, so that claims and settles go on across the
 // upgrade. A queue's claims held back when it runs stay marked. So with the function
-// pgqueue_start_holds of 20261209120000.
+// pgqueue_start_holds of 20261210120000.
 func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 	t.Parallel()
 	b := &bundle{t: t, schema: newSchema(t)}

@@ -15,7 +15,7 @@
 -- jobs' attempted_at in a window that was already full).
 --
 -- A start holds its place until its worker reports that its handler started (recorded_at), and
--- for the period after (pgqueue_start_holds, migration 20261209120000): a handler starts after
+-- for the period after (pgqueue_start_holds, migration 20261210120000): a handler starts after
 -- its claim commits, so the handlers of a later claim, which starts after at least a period has
 -- passed since the handlers of the claims whose places it takes were reported started, start at
 -- least a period after them.

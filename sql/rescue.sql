@@ -9,12 +9,12 @@
 -- at every start cannot come back uncounted for ever (migration 20261209120000). A logged start
 -- of a rated queue whose job no live lease holds and whose start was never reported (its worker
 -- died, or the job was cancelled or deleted as it did) is taken as reported now, so that it holds
--- its place in the rate's windows for a period more, and not for ever (pgqueue_starts_pending_idx).
--- Wakes the workers of each queue that had a job taken back: a job became available, or a place
--- under the queue's limits freed (also when the job failed). Returns, per queue, how many became
--- available and how many failed. Reads one range of pgqueue_jobs_running_idx (queue) WHERE
--- status = 'running' per queue. Counts the moves itself (pgqueue_count_moves; see the
--- count_moves migration).
+-- its place in the rate's windows for a period more, and not for ever (pgqueue_starts_pending_idx,
+-- migration 20261210120000). Wakes the workers of each queue that had a job taken back: a job
+-- became available, or a place under the queue's limits freed (also when the job failed).
+-- Returns, per queue, how many became available and how many failed. Reads one range of
+-- pgqueue_jobs_running_idx (queue) WHERE status = 'running' per queue. Counts the moves itself
+-- (pgqueue_count_moves; see the count_moves migration).
 WITH rescued AS (
     UPDATE pgqueue_jobs AS j
     SET counted     = NOT j.counted,
