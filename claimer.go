@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -22,6 +23,11 @@ type claimer struct {
 	pipes  *claimPipes   // while the loop runs
 	fail   claimFailure  // failed rounds, until reported
 	timers []*time.Timer // claimAfter's, by queue index; nil until set
+	// expressed is the express round that came back (sendExpress), for the loop to note;
+	// expressOut says one is out, and expressing counts it while it is.
+	expressed  chan expressRound
+	expressOut bool
+	expressing sync.WaitGroup
 }
 
 // queueClaims is what the claimer keeps of one queue.
@@ -32,6 +38,7 @@ type queueClaims struct {
 	empty            bool // the last claim found fewer jobs than it asked for
 	exclusive        bool // its next claim takes the claim lock exclusively (chooseLockMode)
 	drainPending     bool // EventDrained is owed once the queue is empty and idle
+	express          bool // an express claim of it is out (sendExpress)
 }
 
 // claimWant is one queue's part of a claim round trip: how many jobs to ask for, and how many of
@@ -46,7 +53,8 @@ type claimWant struct {
 }
 
 func newClaimer(rt *runtime) *claimer {
-	cl := &claimer{rt: rt, queues: make([]queueClaims, len(rt.queues)), timers: make([]*time.Timer, len(rt.queues))}
+	cl := &claimer{rt: rt, queues: make([]queueClaims, len(rt.queues)), timers: make([]*time.Timer, len(rt.queues)),
+		expressed: make(chan expressRound, 1)}
 	for i, q := range rt.queues {
 		cl.queues[i].drainPending = true
 		cl.slots += q.opts.Concurrency
@@ -65,12 +73,14 @@ func newClaimer(rt *runtime) *claimer {
 // aheadWaitMax go back to the table (attemptSet.handBackOverdue).
 func (cl *claimer) loop(ctx context.Context) {
 	defer cl.stopTimers()
+	defer cl.expressing.Wait()
 	cl.pipes = newClaimPipes(cl)
 	defer cl.pipes.release()
 	p := cl.pipes
 	for {
+		cl.noteExpressed()
 		handBackAt := cl.rt.set.handBackOverdue(time.Now())
-		if ctx.Err() == nil && !p.full() && len(cl.fail.rounds) == 0 && cl.send(ctx) {
+		if ctx.Err() == nil && len(cl.fail.rounds) == 0 && cl.send(ctx) {
 			continue
 		}
 		switch {
@@ -86,6 +96,8 @@ func (cl *claimer) loop(ctx context.Context) {
 			case <-ctx.Done():
 			case <-cl.rt.w.claim:
 			case <-timerAt(handBackAt):
+			case r := <-cl.expressed:
+				cl.noted(r)
 			}
 		default:
 			cl.readRound(ctx)
@@ -93,15 +105,16 @@ func (cl *claimer) loop(ctx context.Context) {
 	}
 }
 
-// send sends a claim round on each connection that has wants for it, and reports whether it sent
-// any. With no round in flight and few slots free, it first gives handlers a moment to return,
+// send sends a claim round on each connection that has wants for it and room, and reports whether
+// it sent any; and the express claims of quiet queues (sendExpress), even while no connection has
+// room. With no round in flight and few slots free, it first gives handlers a moment to return,
 // and claims one batch for all.
 func (cl *claimer) send(ctx context.Context) bool {
 	p := cl.pipes
 	if p.inFlight() == 0 && cl.fewSlotsFree() {
 		sleepCtx(ctx, gatherFor)
 	}
-	wants := cl.wantedClaims(p.inFlight(), p.room)
+	wants := cl.sendExpress(ctx, cl.wantedClaims(p.inFlight(), p.room))
 	if len(wants) == 0 {
 		return false
 	}
@@ -303,7 +316,9 @@ func (cl *claimer) wantedClaims(inFlight int, room func(*queueRun) bool) []claim
 	for _, q := range cl.rt.queues {
 		qc := &cl.queues[q.index]
 		more := inFlight > 0 && !qc.empty
-		if !more && !q.wantClaim.Load() || !room(q) || qc.rounds >= cl.roundsInFlight(q) || q.paused.Load() {
+		express := inFlight > 0 && qc.rounds == 0 && claimWay(q.way.Load()) == claimPlain // sendExpress
+		if !more && !q.wantClaim.Load() || !room(q) && !express || qc.rounds >= cl.roundsInFlight(q) ||
+			q.paused.Load() || qc.express {
 			continue
 		}
 		free, ahead := cl.claimable(q, cl.rt.set.counts(q))
