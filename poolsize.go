@@ -9,13 +9,14 @@ import (
 // RuntimeConns is how many of the pool's connections one Client.Run holds at most at once for
 // itself: its heartbeat, completer and maintenance loop each hold one for the length of a
 // statement (or one pipelined batch) at a time, and its claim loop holds one while claims are in
-// flight, which in a busy runtime is most of the time, and a second while it claims on two at
-// once (a drain of short jobs; behind a transaction pooler, never), and gives them back when it
-// goes idle. The client's LISTEN connection is not among them: it is taken out of the pool
+// flight, which in a busy runtime is most of the time, a second while it claims on two at once (a
+// drain of short jobs; behind a transaction pooler, never), and a third for an express claim of
+// quiet queues beside such a drain (express.go), and gives them back when it goes idle. The
+// client's LISTEN connection is not among them: it is taken out of the pool
 // (hijacked) when the first Run starts, and the pool may open another in its place. Handlers
 // need connections of their own on top: Job.Update takes one for its statement, and a handler's
 // own queries and transactions take theirs.
-const RuntimeConns = 3 + claimConns
+const RuntimeConns = 3 + claimConns + 1
 
 const (
 	// poolWaitShare is the share of wall time that callers of the pool, added up, may spend
