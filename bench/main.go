@@ -37,7 +37,13 @@ type options struct {
 }
 
 func main() {
-	if err := run(); err != nil {
+	var err error
+	if spec := os.Getenv(childEnv); spec != "" {
+		err = runChild(spec) // scenario 4d's second process
+	} else {
+		err = run()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -296,7 +302,7 @@ func printHeader(ctx context.Context, e *env, o options, contenders []contender,
 	for _, c := range contenders {
 		fmt.Fprintf(w, "- %s: %s\n", c.name, c.settings)
 	}
-	fmt.Fprintf(w, "- every contender: one client per run, serving one queue (in 3b and 4c several: pgqueue with one Client.Run of a worker per queue, River with every queue in its client's Queues), a pool of %d connections, a fresh schema per run\n\n", poolMaxConns)
+	fmt.Fprintf(w, "- every contender: one client per run, serving one queue (in 3b, 4c and 4d several: pgqueue with one Client.Run of a worker per queue, River with every queue in its client's Queues; in 4d's variant with a 2nd process, that process has a client and pool of its own), a pool of %d connections, a fresh schema per run\n\n", poolMaxConns)
 	return nil
 }
 

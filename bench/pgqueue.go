@@ -19,17 +19,19 @@ var pgqueueContender = contender{
 	name:     "pgqueue",
 	settings: "defaults (PollInterval 2 s, LISTEN/NOTIFY wake-ups), Concurrency as the scenario says",
 	open:     openPgqueue,
+	attach:   attachPgqueue,
 }
 
 // pgqueueSystem is pgqueue set up in a schema of its own: one client, its queues, and at most
 // one Client.Run at a time.
 type pgqueueSystem struct {
-	env    *env
-	schema string
-	app    string
-	pool   *pgxpool.Pool
-	client *pgqueue.Client
-	queue  *pgqueue.Queue[payload] // queueName, the queue of single enqueues
+	env      *env
+	schema   string
+	app      string
+	attached bool // on another process's schema (attachPgqueue): Close leaves it
+	pool     *pgxpool.Pool
+	client   *pgqueue.Client
+	queue    *pgqueue.Queue[payload] // queueName, the queue of single enqueues
 
 	mu     sync.Mutex
 	queues map[string]*pgqueue.Queue[payload] // the other queues, by name, made on first use
@@ -45,21 +47,34 @@ func openPgqueue(ctx context.Context, e *env) (system, error) {
 		return nil, err
 	}
 	s := &pgqueueSystem{env: e, schema: schema, app: schema}
-	if err := s.init(ctx); err != nil {
+	if err := s.init(ctx, true); err != nil {
 		return nil, errors.Join(err, s.Close(ctx))
 	}
 	return s, nil
 }
 
-func (s *pgqueueSystem) init(ctx context.Context) error {
+// attachPgqueue opens a client, with a pool of its own, on a schema openPgqueue made and
+// migrated in another process.
+func attachPgqueue(ctx context.Context, e *env, schema string) (system, error) {
+	s := &pgqueueSystem{env: e, schema: schema, app: schema + "_2nd", attached: true}
+	if err := s.init(ctx, false); err != nil {
+		return nil, errors.Join(err, s.Close(ctx))
+	}
+	return s, nil
+}
+
+// init opens the pool, migrates the schema if migrate, and opens the client.
+func (s *pgqueueSystem) init(ctx context.Context, migrate bool) error {
 	var err error
 	if s.pool, err = s.env.newPool(ctx, s.schema, s.app); err != nil {
 		return err
 	}
-	db := stdlib.OpenDBFromPool(s.pool)
-	defer db.Close()
-	if err := pgqueue.Migrate(ctx, db); err != nil {
-		return fmt.Errorf("pgqueue: migrate schema %s: %w", s.schema, err)
+	if migrate {
+		db := stdlib.OpenDBFromPool(s.pool)
+		defer db.Close()
+		if err := pgqueue.Migrate(ctx, db); err != nil {
+			return fmt.Errorf("pgqueue: migrate schema %s: %w", s.schema, err)
+		}
 	}
 	if s.client, err = pgqueue.NewClient(s.pool, &pgqueue.Config{Logger: s.env.log}); err != nil {
 		return fmt.Errorf("pgqueue: new client: %w", err)
@@ -89,6 +104,7 @@ func (s *pgqueueSystem) queueNamed(name string) (*pgqueue.Queue[payload], error)
 	return q, nil
 }
 
+func (s *pgqueueSystem) Contender() string { return pgqueueContender.name }
 func (s *pgqueueSystem) Schema() string    { return s.schema }
 func (s *pgqueueSystem) App() string       { return s.app }
 func (s *pgqueueSystem) Table() string     { return "pgqueue_jobs" }
@@ -121,6 +137,40 @@ func (s *pgqueueSystem) Enqueue(ctx context.Context, p payload, delay time.Durat
 	}
 	if _, err := s.queue.Enqueue(ctx, p, opts); err != nil {
 		return fmt.Errorf("pgqueue: enqueue: %w", err)
+	}
+	return nil
+}
+
+func (s *pgqueueSystem) EnqueueTo(ctx context.Context, queue string, p payload) error {
+	q, err := s.queueNamed(queue)
+	if err != nil {
+		return err
+	}
+	if _, err := q.Enqueue(ctx, p, nil); err != nil {
+		return fmt.Errorf("pgqueue: enqueue: %w", err)
+	}
+	return nil
+}
+
+// Pause pauses queue (Queue.Pause makes its row if it has none yet).
+func (s *pgqueueSystem) Pause(ctx context.Context, queue string) error {
+	q, err := s.queueNamed(queue)
+	if err != nil {
+		return err
+	}
+	if err := q.Pause(ctx); err != nil {
+		return fmt.Errorf("pgqueue: pause: %w", err)
+	}
+	return nil
+}
+
+func (s *pgqueueSystem) Resume(ctx context.Context, queue string) error {
+	q, err := s.queueNamed(queue)
+	if err != nil {
+		return err
+	}
+	if err := q.Resume(ctx); err != nil {
+		return fmt.Errorf("pgqueue: resume: %w", err)
 	}
 	return nil
 }
@@ -195,6 +245,8 @@ func (s *pgqueueSystem) Close(ctx context.Context) error {
 	if s.pool != nil {
 		s.pool.Close()
 	}
-	errs = append(errs, s.env.dropSchema(ctx, s.schema))
+	if !s.attached {
+		errs = append(errs, s.env.dropSchema(ctx, s.schema))
+	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 )
@@ -21,21 +22,35 @@ const (
 	riverFastPollInterval = 20 * time.Millisecond
 )
 
+// The River contenders' names.
+const (
+	riverDefaultName = "river-default"
+	riverFastName    = "river-fast"
+)
+
 // riverDefault is River with its defaults: FetchCooldown 100 ms, FetchPollInterval 1 s.
 var riverDefault = contender{
-	name: "river-default",
+	name: riverDefaultName,
 	settings: fmt.Sprintf("River defaults: FetchCooldown %s, FetchPollInterval %s; MaxWorkers as the scenario says",
 		river.FetchCooldownDefault, river.FetchPollIntervalDefault),
-	open: func(ctx context.Context, e *env) (system, error) { return openRiver(ctx, e, "riverdef", 0, 0) },
+	open: func(ctx context.Context, e *env) (system, error) {
+		return openRiver(ctx, e, riverDefaultName, "riverdef", 0, 0)
+	},
+	attach: func(ctx context.Context, e *env, schema string) (system, error) {
+		return attachRiver(ctx, e, riverDefaultName, schema, 0, 0)
+	},
 }
 
 // riverFast is River at its fastest honest setting.
 var riverFast = contender{
-	name: "river-fast",
+	name: riverFastName,
 	settings: fmt.Sprintf("FetchCooldown %s (River's minimum), FetchPollInterval %s; other settings at River's defaults",
 		riverFastCooldown, riverFastPollInterval),
 	open: func(ctx context.Context, e *env) (system, error) {
-		return openRiver(ctx, e, "riverfast", riverFastCooldown, riverFastPollInterval)
+		return openRiver(ctx, e, riverFastName, "riverfast", riverFastCooldown, riverFastPollInterval)
+	},
+	attach: func(ctx context.Context, e *env, schema string) (system, error) {
+		return attachRiver(ctx, e, riverFastName, schema, riverFastCooldown, riverFastPollInterval)
 	},
 }
 
@@ -52,40 +67,55 @@ func (riverArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: 
 // until a worker starts, and then through the worker's client (one client per process, as River
 // recommends).
 type riverSystem struct {
+	name         string // the contender's
 	env          *env
 	schema       string
 	app          string
 	cooldown     time.Duration // 0: River's default
 	pollInterval time.Duration // 0: River's default
+	attached     bool          // on another process's schema (attachRiver): Close leaves it
 	pool         *pgxpool.Pool
 	inserter     *river.Client[pgx.Tx]
 	worker       *river.Client[pgx.Tx]
 }
 
 // openRiver creates a schema, migrates it with rivermigrate and opens an insert-only client.
-func openRiver(ctx context.Context, e *env, kind string, cooldown, pollInterval time.Duration) (system, error) {
+func openRiver(ctx context.Context, e *env, name, kind string, cooldown, pollInterval time.Duration) (system, error) {
 	schema, err := e.createSchema(ctx, kind)
 	if err != nil {
 		return nil, err
 	}
-	s := &riverSystem{env: e, schema: schema, app: schema, cooldown: cooldown, pollInterval: pollInterval}
-	if err := s.init(ctx); err != nil {
+	s := &riverSystem{name: name, env: e, schema: schema, app: schema, cooldown: cooldown, pollInterval: pollInterval}
+	if err := s.init(ctx, true); err != nil {
 		return nil, errors.Join(err, s.Close(ctx))
 	}
 	return s, nil
 }
 
-func (s *riverSystem) init(ctx context.Context) error {
+// attachRiver opens an insert-only client, with a pool of its own, on a schema openRiver made
+// and migrated in another process.
+func attachRiver(ctx context.Context, e *env, name, schema string, cooldown, pollInterval time.Duration) (system, error) {
+	s := &riverSystem{name: name, env: e, schema: schema, app: schema + "_2nd", cooldown: cooldown, pollInterval: pollInterval, attached: true}
+	if err := s.init(ctx, false); err != nil {
+		return nil, errors.Join(err, s.Close(ctx))
+	}
+	return s, nil
+}
+
+// init opens the pool, migrates the schema if migrate, and opens the insert-only client.
+func (s *riverSystem) init(ctx context.Context, migrate bool) error {
 	var err error
 	if s.pool, err = s.env.newPool(ctx, s.schema, s.app); err != nil {
 		return err
 	}
-	migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Schema: s.schema, Logger: s.env.log})
-	if err != nil {
-		return fmt.Errorf("river: new migrator: %w", err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("river: migrate schema %s: %w", s.schema, err)
+	if migrate {
+		migrator, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Schema: s.schema, Logger: s.env.log})
+		if err != nil {
+			return fmt.Errorf("river: new migrator: %w", err)
+		}
+		if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+			return fmt.Errorf("river: migrate schema %s: %w", s.schema, err)
+		}
 	}
 	if s.inserter, err = river.NewClient(riverpgxv5.New(s.pool), s.config()); err != nil {
 		return fmt.Errorf("river: new client: %w", err)
@@ -111,6 +141,7 @@ func (s *riverSystem) client() *river.Client[pgx.Tx] {
 	return s.inserter
 }
 
+func (s *riverSystem) Contender() string { return s.name }
 func (s *riverSystem) Schema() string    { return s.schema }
 func (s *riverSystem) App() string       { return s.app }
 func (s *riverSystem) Table() string     { return "river_job" }
@@ -138,6 +169,40 @@ func (s *riverSystem) Enqueue(ctx context.Context, p payload, delay time.Duratio
 	}
 	if _, err := s.client().Insert(ctx, riverArgs(p), opts); err != nil {
 		return fmt.Errorf("river: insert: %w", err)
+	}
+	return nil
+}
+
+func (s *riverSystem) EnqueueTo(ctx context.Context, queue string, p payload) error {
+	if _, err := s.client().Insert(ctx, riverArgs(p), &river.InsertOpts{Queue: queue}); err != nil {
+		return fmt.Errorf("river: insert: %w", err)
+	}
+	return nil
+}
+
+// Pause pauses queue with QueuePause. QueuePause fails for a queue without a row in river_queue,
+// which a producer makes when it starts: so Pause makes the row first, as a producer would
+// (QueueCreateOrSetUpdatedAt, which leaves an existing row as it is but for updated_at). A
+// producer that starts on a paused queue fetches nothing of it until it hears it resumed.
+func (s *riverSystem) Pause(ctx context.Context, queue string) error {
+	_, err := riverpgxv5.New(s.pool).GetExecutor().QueueCreateOrSetUpdatedAt(ctx, &riverdriver.QueueCreateOrSetUpdatedAtParams{
+		Metadata: []byte("{}"),
+		Name:     queue,
+		Schema:   s.schema,
+	})
+	if err != nil {
+		return fmt.Errorf("river: make queue %s: %w", queue, err)
+	}
+	if err := s.client().QueuePause(ctx, queue, nil); err != nil {
+		return fmt.Errorf("river: pause: %w", err)
+	}
+	return nil
+}
+
+// Resume resumes queue with QueueResume, which notifies every client (River's control channel).
+func (s *riverSystem) Resume(ctx context.Context, queue string) error {
+	if err := s.client().QueueResume(ctx, queue, nil); err != nil {
+		return fmt.Errorf("river: resume: %w", err)
 	}
 	return nil
 }
@@ -211,6 +276,8 @@ func (s *riverSystem) Close(ctx context.Context) error {
 	if s.pool != nil {
 		s.pool.Close()
 	}
-	errs = append(errs, s.env.dropSchema(ctx, s.schema))
+	if !s.attached {
+		errs = append(errs, s.env.dropSchema(ctx, s.schema))
+	}
 	return errors.Join(errs...)
 }

@@ -68,6 +68,8 @@ type handler func(payload)
 // system is one contender set up in a fresh schema of its own: one client, jobs in one queue or
 // several, and at most one worker at a time, which serves one queue or several.
 type system interface {
+	// Contender names the contender the system is (contender.name).
+	Contender() string
 	// Schema is the system's schema; Table its jobs table there; App the application_name of its
 	// connections.
 	Schema() string
@@ -81,6 +83,13 @@ type system interface {
 	EnqueueBatch(ctx context.Context, queue string, batch []payload, delay time.Duration) error
 	// Enqueue inserts one job into queueName. A positive delay schedules it that far ahead.
 	Enqueue(ctx context.Context, p payload, delay time.Duration) error
+	// EnqueueTo inserts one job into queue, to run now.
+	EnqueueTo(ctx context.Context, queue string, p payload) error
+
+	// Pause pauses queue, also before any worker serves it: a worker that starts then claims
+	// nothing of it until Resume. Resume resumes it and tells the workers at once (NOTIFY).
+	Pause(ctx context.Context, queue string) error
+	Resume(ctx context.Context, queue string) error
 
 	// Start starts one worker that serves every queue of queues with its slots, in one client
 	// (pgqueue: one Client.Run of a worker per queue; River: one client with every queue in
@@ -104,6 +113,9 @@ type contender struct {
 	name     string
 	settings string
 	open     func(ctx context.Context, e *env) (system, error)
+	// attach opens a client on a schema open made, in another process of the harness (the
+	// drain of scenario 4d's second process): its Close leaves the schema alone.
+	attach func(ctx context.Context, e *env, schema string) (system, error)
 }
 
 // metric is one number a scenario reports.
@@ -285,6 +297,7 @@ func scenarios() []*scenario {
 				return runIdle(ctx, e, s, spreadQueues(idleQueues, drainSlots))
 			},
 		},
+		besideScenario(),
 		{
 			name: "due",
 			title: func(e *env) string {
