@@ -198,8 +198,8 @@ func aheadBacklog(t *testing.T, q *Queue[int], quick, blocking, maxAttempts int)
 }
 
 // waitHeldAhead waits until process p holds blocking jobs it has not started (claimed ahead,
-// waiting for a slot): more rows of q running than handlers started, all of its slots blocked. It
-// returns the ids of the blocking jobs it started.
+// waiting for a slot): more blocking jobs of q running than slots, all of its slots blocked. It
+// returns the ids of the jobs it started.
 func waitHeldAhead(t *testing.T, b *bundle, p *aheadProc, q string, slots int) map[string]int {
 	t.Helper()
 	started := map[string]int{}
@@ -213,7 +213,7 @@ func waitHeldAhead(t *testing.T, b *bundle, p *aheadProc, q string, slots int) m
 				blocked++
 			}
 		}
-		return blocked == slots && b.count("queue = $1 AND status = 'running'", q) > slots
+		return blocked == slots && b.count("queue = $1 AND status = 'running' AND payload = $2", q, aheadBlock) > slots
 	})
 	return started
 }

@@ -12,22 +12,21 @@ import (
 
 // claimer is the runtime's claim loop: it claims jobs for the queues that want them, in claim
 // rounds pipelined on its connections (claimpipe.go), and hands what it claimed to the attempt
-// set, whose slots start the handlers. How much each queue claims is its policy (claimable):
-// free slots, and jobs claimed ahead of them, within the bounds the promises set. It owns what it
-// keeps of each queue (queueClaims) and the claims' round-trip time.
+// set, whose slots start the handlers; beside it, its express loop claims for quiet queues
+// (express.go). How much each queue claims is its policy (claimable): free slots, and jobs
+// claimed ahead of them, within the bounds the promises set. It owns what it keeps of each queue
+// (queueClaims) and the claims' round-trip time, under its own lock, mu, which its two loops
+// share; the loop holds its connections and failures alone.
 type claimer struct {
-	rt     *runtime
-	queues []queueClaims // by queueRun.index
-	rtt    time.Duration // a moving average of its claim rounds' round trips
-	slots  int           // the runtime's slots in all: the Concurrency of its queues, summed
-	pipes  *claimPipes   // while the loop runs
-	fail   claimFailure  // failed rounds, until reported
-	timers []*time.Timer // claimAfter's, by queue index; nil until set
-	// expressed is the express round that came back (sendExpress), for the loop to note;
-	// expressOut says one is out, and expressing counts it while it is.
-	expressed  chan expressRound
-	expressOut bool
-	expressing sync.WaitGroup
+	rt      *runtime
+	mu      sync.Mutex     // guards queues, rtt and timers: the loop's and the express loop's
+	queues  []queueClaims  // by queueRun.index
+	rtt     time.Duration  // a moving average of its claim rounds' round trips
+	slots   int            // the runtime's slots in all: the Concurrency of its queues, summed
+	pipes   *claimPipes    // while the loop runs
+	fail    claimFailure   // failed rounds, until reported
+	timers  []*time.Timer  // claimAfter's, by queue index; nil until set
+	express sync.WaitGroup // the express loop, while it runs
 }
 
 // queueClaims is what the claimer keeps of one queue.
@@ -38,7 +37,7 @@ type queueClaims struct {
 	empty            bool // the last claim found fewer jobs than it asked for
 	exclusive        bool // its next claim takes the claim lock exclusively (chooseLockMode)
 	drainPending     bool // EventDrained is owed once the queue is empty and idle
-	express          bool // an express claim of it is out (sendExpress)
+	express          bool // an express claim of it is out (express.go)
 }
 
 // claimWant is one queue's part of a claim round trip: how many jobs to ask for, and how many of
@@ -53,8 +52,7 @@ type claimWant struct {
 }
 
 func newClaimer(rt *runtime) *claimer {
-	cl := &claimer{rt: rt, queues: make([]queueClaims, len(rt.queues)), timers: make([]*time.Timer, len(rt.queues)),
-		expressed: make(chan expressRound, 1)}
+	cl := &claimer{rt: rt, queues: make([]queueClaims, len(rt.queues)), timers: make([]*time.Timer, len(rt.queues))}
 	for i, q := range rt.queues {
 		cl.queues[i].drainPending = true
 		cl.slots += q.opts.Concurrency
@@ -73,12 +71,12 @@ func newClaimer(rt *runtime) *claimer {
 // aheadWaitMax go back to the table (attemptSet.handBackOverdue).
 func (cl *claimer) loop(ctx context.Context) {
 	defer cl.stopTimers()
-	defer cl.expressing.Wait()
+	cl.express.Go(func() { cl.expressLoop(ctx) })
+	defer cl.express.Wait()
 	cl.pipes = newClaimPipes(cl)
 	defer cl.pipes.release()
 	p := cl.pipes
 	for {
-		cl.noteExpressed()
 		handBackAt := cl.rt.set.handBackOverdue(time.Now())
 		if ctx.Err() == nil && len(cl.fail.rounds) == 0 && cl.send(ctx) {
 			continue
@@ -96,8 +94,6 @@ func (cl *claimer) loop(ctx context.Context) {
 			case <-ctx.Done():
 			case <-cl.rt.w.claim:
 			case <-timerAt(handBackAt):
-			case r := <-cl.expressed:
-				cl.noted(r)
 			}
 		default:
 			cl.readRound(ctx)
@@ -106,15 +102,19 @@ func (cl *claimer) loop(ctx context.Context) {
 }
 
 // send sends a claim round on each connection that has wants for it and room, and reports whether
-// it sent any; and the express claims of quiet queues (sendExpress), even while no connection has
-// room. With no round in flight and few slots free, it first gives handlers a moment to return,
-// and claims one batch for all.
+// it sent any. With no round in flight and few slots free, it first gives handlers a moment to
+// return, and claims one batch for all.
 func (cl *claimer) send(ctx context.Context) bool {
 	p := cl.pipes
+	if p.full() {
+		return false
+	}
 	if p.inFlight() == 0 && cl.fewSlotsFree() {
 		sleepCtx(ctx, gatherFor)
 	}
-	wants := cl.sendExpress(ctx, cl.wantedClaims(p.inFlight(), p.room))
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	wants := cl.wantedClaims(p.inFlight(), p.room)
 	if len(wants) == 0 {
 		return false
 	}
@@ -162,39 +162,52 @@ func (cl *claimer) readRound(ctx context.Context) {
 	if len(cl.fail.rounds) == 0 {
 		cl.fail.inRow = 0
 	}
-	cl.unreserve(round)
+	claimed, again := round.results(all, lim)
+	cl.mu.Lock()
+	cl.unreserve(round.wants)
 	cl.rtt = movingAverage(cl.rtt, time.Since(round.sent))
-	cl.took(ctx, round, all, lim)
+	cl.noteAll(round.wants, claimed, again)
+	cl.mu.Unlock()
+	cl.took(ctx, round.wants, claimed, round.sent)
+	cl.reportDrained()
 }
 
-// took starts the jobs a round claimed, or hands them back if Run has ended or their queue was
-// paused meanwhile, and notes for each of its queues whether to claim again.
-func (cl *claimer) took(ctx context.Context, round *claimRound, all []*jobRow, lim *limitedResult) {
-	claimed, again := round.results(all, lim)
-	for i, w := range round.wants {
+// noteAll notes what a claim for wants that took claimed tells of each want's queue (next). The
+// caller holds cl.mu.
+func (cl *claimer) noteAll(wants []claimWant, claimed [][]*jobRow, again []claimAgain) {
+	for i, w := range wants {
+		cl.next(w, claimed[i], again[i])
+		if len(claimed[i]) > 0 {
+			cl.queues[w.q.index].drainPending = true
+		}
+	}
+}
+
+// took starts the jobs a claim sent at sent took for wants (claimed), or hands them back if Run
+// has ended or their queue was paused meanwhile.
+func (cl *claimer) took(ctx context.Context, wants []claimWant, claimed [][]*jobRow, sent time.Time) {
+	for i, w := range wants {
 		if ctx.Err() != nil || w.q.paused.Load() {
 			// Shutdown began, or a pause was heard, while the claim was under way: no job of
 			// the queue starts.
-			cl.handBack(w.q, claimed[i], round.sent.Add(w.q.opts.LockDuration))
+			cl.handBack(w.q, claimed[i], sent.Add(w.q.opts.LockDuration))
 			claimed[i] = nil
 		}
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	cl.rt.announceStarts(ctx, round.wants, claimed)
-	for i, w := range round.wants {
-		cl.next(w, claimed[i], again[i])
+	cl.rt.announceStarts(ctx, wants, claimed)
+	for i, w := range wants {
 		if len(claimed[i]) > 0 {
-			cl.queues[w.q.index].drainPending = true
-			cl.hold(w.q, markAhead(claimed[i], w), round.sent)
+			cl.hold(w.q, markAhead(claimed[i], w), sent)
 		}
 	}
-	cl.reportDrained()
 }
 
 // next notes what a claim for w that took rows tells of w's queue: whether more may be waiting,
-// when to claim again if a limit held it back, and how to take its claim lock next.
+// when to claim again if a limit held it back, and how to take its claim lock next. The caller
+// holds cl.mu.
 func (cl *claimer) next(w claimWant, rows []*jobRow, again claimAgain) {
 	q, qc := w.q, &cl.queues[w.q.index]
 	short := len(rows) < w.limit
@@ -260,10 +273,10 @@ func (cl *claimer) chooseLockMode(q *queueRun, a claimAgain, short bool) (now bo
 	return false
 }
 
-// unreserve stops counting the jobs a round asked for as on their way (wantedClaims counted
-// them), once it has been read or lost.
-func (cl *claimer) unreserve(round *claimRound) {
-	for _, w := range round.wants {
+// unreserve stops counting the jobs a claim asked for as on their way (wantedClaims counted
+// them), once it has been read or lost. The caller holds cl.mu.
+func (cl *claimer) unreserve(wants []claimWant) {
+	for _, w := range wants {
 		qc := &cl.queues[w.q.index]
 		qc.claiming -= w.limit
 		qc.rounds--
@@ -278,6 +291,8 @@ const gatherFor = 500 * time.Microsecond
 // fewSlotsFree reports whether every queue that wants a claim and may claim has less than half
 // its Concurrency to claim and handlers running.
 func (cl *claimer) fewSlotsFree() bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
 	few := false
 	for _, q := range cl.rt.queues {
 		if !q.wantClaim.Load() {
@@ -316,9 +331,7 @@ func (cl *claimer) wantedClaims(inFlight int, room func(*queueRun) bool) []claim
 	for _, q := range cl.rt.queues {
 		qc := &cl.queues[q.index]
 		more := inFlight > 0 && !qc.empty
-		express := inFlight > 0 && qc.rounds == 0 && claimWay(q.way.Load()) == claimPlain // sendExpress
-		if !more && !q.wantClaim.Load() || !room(q) && !express || qc.rounds >= cl.roundsInFlight(q) ||
-			q.paused.Load() || qc.express {
+		if !more && !q.wantClaim.Load() || !room(q) || qc.rounds >= cl.roundsInFlight(q) || q.paused.Load() || qc.express {
 			continue
 		}
 		free, ahead := cl.claimable(q, cl.rt.set.counts(q))
@@ -471,8 +484,9 @@ func (cl *claimer) stopTimers() {
 func (cl *claimer) claimFailed(ctx context.Context) {
 	f := &cl.fail
 	var qs []*queueRun
+	cl.mu.Lock()
 	for _, round := range f.rounds {
-		cl.unreserve(round)
+		cl.unreserve(round.wants)
 		for _, w := range round.wants {
 			if !slices.Contains(qs, w.q) {
 				qs = append(qs, w.q)
@@ -481,6 +495,7 @@ func (cl *claimer) claimFailed(ctx context.Context) {
 			w.q.rescueAt.Store(time.Now().Add(w.q.opts.LockDuration).UnixNano())
 		}
 	}
+	cl.mu.Unlock()
 	err := f.err
 	f.rounds, f.err = nil, nil
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -500,6 +515,8 @@ func (cl *claimer) claimFailed(ctx context.Context) {
 // reportDrained emits EventDrained for each queue that has no runnable job left and no claimed
 // job unsettled, once each time it goes from busy to idle.
 func (cl *claimer) reportDrained() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
 	for _, q := range cl.rt.queues {
 		qc := &cl.queues[q.index]
 		if !qc.empty || !qc.drainPending || qc.claiming > 0 {

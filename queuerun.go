@@ -49,6 +49,7 @@ func (q *queueRun) onMessage(m message) {
 	case msgAvailable:
 		q.wantClaim.Store(true)
 		rt.w.claim.signal()
+		rt.w.express.signal()
 	case msgResumed:
 		q.pauseHeard.Add(1)
 		q.paused.Store(false)

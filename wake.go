@@ -19,6 +19,7 @@ func (w wakeup) signal() {
 // the others signal it.
 type wakeups struct {
 	claim       wakeup // the claimer: a queue may want a claim, a slot freed, outcomes were settled
+	express     wakeup // the claimer's express loop: a queue has new jobs
 	maintain    wakeup // the maintainer: a queue wants promotion, or a rescue was asked for
 	settle      wakeup // the completer: outcomes, or starts of jobs claimed ahead, to write
 	beat        wakeup // the heartbeater: check the leases now (a reconnect, a cancellation)
@@ -27,6 +28,6 @@ type wakeups struct {
 }
 
 func newWakeups() wakeups {
-	return wakeups{claim: newWakeup(), maintain: newWakeup(), settle: newWakeup(), beat: newWakeup(),
+	return wakeups{claim: newWakeup(), express: newWakeup(), maintain: newWakeup(), settle: newWakeup(), beat: newWakeup(),
 		reconnected: newWakeup(), freed: newWakeup()}
 }
