@@ -334,6 +334,10 @@ func (cl *claimer) wantedClaims(inFlight int, room func(*queueRun) bool) []claim
 		if !more && !q.wantClaim.Load() || !room(q) || qc.rounds >= cl.roundsInFlight(q) || q.paused.Load() || qc.express {
 			continue
 		}
+		if inFlight > 0 && cl.quiet(q) {
+			cl.rt.w.express.signal() // its claim would wait behind the rounds in flight
+			continue
+		}
 		free, ahead := cl.claimable(q, cl.rt.set.counts(q))
 		if free == 0 || inFlight > 0 && 2*free < q.opts.Concurrency {
 			continue

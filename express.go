@@ -18,7 +18,7 @@ import (
 // claims for free slots only: jobs claimed ahead would wait for a slot anyway.
 
 // expressLoop claims for quiet queues until ctx ends, each time the listener says a queue has new
-// jobs (wakeups.express).
+// jobs (wakeups.express), or the claim loop leaves a quiet queue's claim to it.
 func (cl *claimer) expressLoop(ctx context.Context) {
 	for {
 		select {
@@ -58,7 +58,7 @@ func (cl *claimer) expressWants() []claimWant {
 	var wants []claimWant
 	for _, q := range cl.rt.queues {
 		qc := &cl.queues[q.index]
-		if qc.rounds > 0 || !qc.empty || claimWay(q.way.Load()) != claimPlain || q.paused.Load() || !q.wantClaim.Load() {
+		if !cl.quiet(q) || q.paused.Load() || !q.wantClaim.Load() {
 			continue
 		}
 		n, ahead := cl.claimable(q, cl.rt.set.counts(q))
@@ -71,6 +71,13 @@ func (cl *claimer) expressWants() []claimWant {
 		wants = append(wants, claimWant{q: q, limit: n})
 	}
 	return wants
+}
+
+// quiet reports whether q's claims go express: its last claim came back short, it has none in
+// flight, and it has no limits. The caller holds cl.mu.
+func (cl *claimer) quiet(q *queueRun) bool {
+	qc := &cl.queues[q.index]
+	return qc.rounds == 0 && qc.empty && claimWay(q.way.Load()) == claimPlain
 }
 
 // expressFailed reports an express round that failed: its queues want a claim again, and a
