@@ -386,20 +386,9 @@ func TestPeriodicPayloadError(t *testing.T) {
 // enqueued once when a later try succeeds.
 func TestPeriodicPayloadPanic(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	evs := newEvents()
-	c := must(NewClient(b.pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: KeepForever}}))
-	t.Cleanup(func() { _ = c.Close() })
-	q := newQueue[tick](t, c, "periodic")
-	handled := make(chan tick, 100)
-	w := must(q.NewWorker(func(_ context.Context, j *Job[tick]) error {
-		handled <- j.Payload
-		return nil
-	}, &WorkerOptions{OnEvent: evs.on}))
 	var mu sync.Mutex
 	calls := 0
-	err := w.AddPeriodic(Periodic[tick]{Name: "panicky", Cron: "@every 1h", Missed: MissedRunAll, MissedMax: 10,
-		Grace: 2 * time.Hour,
+	checkPeriodicPanic(t, nil, "payload boom", Periodic[tick]{Name: "panicky",
 		PayloadFunc: func(_ context.Context, at time.Time) (tick, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -408,33 +397,6 @@ func TestPeriodicPayloadPanic(t *testing.T) {
 			}
 			return tick{Schedule: "panicky", At: at}, nil
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.exec(`INSERT INTO pgqueue_schedules (queue, name, spec, handled_until, created_at)
-		VALUES ('periodic', 'panicky', '@every 1h', now() - interval '3 hours', now() - interval '3 hours')`)
-	created, _ := b.scheduleRow("periodic", "panicky")
-	startWorker(t, w)
-	ev := evs.next(t, EventError)
-	var pe *PanicError
-	if !errors.As(ev.Err, &pe) || pe.Value != "payload boom" || !strings.Contains(pe.Stack, "TestPeriodicPayloadPanic") {
-		t.Fatalf("EventError %v, want it to wrap a *PanicError of the PayloadFunc's panic, with its stack", ev.Err)
-	}
-	if !strings.Contains(ev.Err.Error(), "periodic job panicky of queue periodic") || strings.Count(ev.Err.Error(), "pgqueue:") != 1 {
-		t.Errorf("EventError %v, want it to name the schedule", ev.Err)
-	}
-	if _, h := b.scheduleRow("periodic", "panicky"); !h.Equal(created) {
-		t.Errorf("a panicking try moved the schedule to %s", h)
-	}
-	if n := len(b.enqueuedTicks("periodic", "panicky")); n != 0 {
-		t.Errorf("the panicking try left %d jobs, want its transaction rolled back", n)
-	}
-	// The retry's jobs reach the handler: the scheduler and the worker outlived the panic.
-	receive(t, handled, 30*time.Second, "a job of the next try")
-	_, h := b.scheduleRow("periodic", "panicky")
-	if n := checkEachOnce(t, "panicky", b.enqueuedTicks("periodic", "panicky"), mustNext(t, Periodic[tick]{Name: "p", Every: time.Hour}), created, h); n < 3 {
-		t.Errorf("%d occurrences enqueued after the panic, want the 3 or more due", n)
-	}
 }
 
 // TestPeriodicEnqueueMiddlewarePanic: an enqueue middleware that panics on a periodic job's
@@ -442,17 +404,27 @@ func TestPeriodicPayloadPanic(t *testing.T) {
 // a *PanicError, the insert rolled back, the occurrence enqueued once by a later try.
 func TestPeriodicEnqueueMiddlewarePanic(t *testing.T) {
 	t.Parallel()
+	var panicked atomic.Bool
+	mw := func(ctx context.Context, e *EnqueueInfo, next func(context.Context) error) error {
+		err := next(ctx)
+		if panicked.CompareAndSwap(false, true) {
+			panic(errors.New("middleware boom"))
+		}
+		return err
+	}
+	checkPeriodicPanic(t, []EnqueueMiddleware{mw}, "middleware boom", tickPeriodic(Periodic[tick]{Name: "wrapped"}))
+}
+
+// checkPeriodicPanic declares p (hourly, its missed occurrences all run) on a worker of a client
+// with the enqueue middleware mw, three hours behind, and checks that the panic (of value) its
+// first try meets is recovered: reported as EventError wrapping a *PanicError with its stack, the
+// try rolled back and the schedule not moved, and every due occurrence enqueued once by a later
+// try, whose jobs reach the handler.
+func checkPeriodicPanic(t *testing.T, mw []EnqueueMiddleware, value string, p Periodic[tick]) {
 	b := setup(t)
 	evs := newEvents()
-	var panicked atomic.Bool
 	c := must(NewClient(b.pool, &Config{Logger: testLogger(t), Retention: Retention{Completed: KeepForever},
-		EnqueueMiddleware: []EnqueueMiddleware{func(ctx context.Context, e *EnqueueInfo, next func(context.Context) error) error {
-			err := next(ctx)
-			if panicked.CompareAndSwap(false, true) {
-				panic(errors.New("middleware boom"))
-			}
-			return err
-		}}}))
+		EnqueueMiddleware: mw}))
 	t.Cleanup(func() { _ = c.Close() })
 	q := newQueue[tick](t, c, "periodic")
 	handled := make(chan tick, 100)
@@ -460,28 +432,32 @@ func TestPeriodicEnqueueMiddlewarePanic(t *testing.T) {
 		handled <- j.Payload
 		return nil
 	}, &WorkerOptions{OnEvent: evs.on}))
-	if err := w.AddPeriodic(tickPeriodic(Periodic[tick]{Name: "wrapped", Cron: "@every 1h", Missed: MissedRunAll,
-		MissedMax: 10, Grace: 2 * time.Hour})); err != nil {
+	p.Cron, p.Missed, p.MissedMax, p.Grace = "@every 1h", MissedRunAll, 10, 2*time.Hour
+	if err := w.AddPeriodic(p); err != nil {
 		t.Fatal(err)
 	}
 	b.exec(`INSERT INTO pgqueue_schedules (queue, name, spec, handled_until, created_at)
-		VALUES ('periodic', 'wrapped', '@every 1h', now() - interval '3 hours', now() - interval '3 hours')`)
-	created, _ := b.scheduleRow("periodic", "wrapped")
+		VALUES ('periodic', $1, '@every 1h', now() - interval '3 hours', now() - interval '3 hours')`, p.Name)
+	created, _ := b.scheduleRow("periodic", p.Name)
 	startWorker(t, w)
 	ev := evs.next(t, EventError)
 	var pe *PanicError
-	if !errors.As(ev.Err, &pe) || fmt.Sprint(pe.Value) != "middleware boom" || !strings.Contains(pe.Stack, "TestPeriodicEnqueueMiddlewarePanic") {
-		t.Fatalf("EventError %v, want it to wrap a *PanicError of the middleware's panic, with its stack", ev.Err)
+	if !errors.As(ev.Err, &pe) || fmt.Sprint(pe.Value) != value || !strings.Contains(pe.Stack, t.Name()) {
+		t.Fatalf("EventError %v, want it to wrap a *PanicError of %q, with its stack", ev.Err, value)
 	}
-	if !strings.Contains(ev.Err.Error(), "periodic job wrapped of queue periodic") {
+	if !strings.Contains(ev.Err.Error(), "periodic job "+p.Name+" of queue periodic") || strings.Count(ev.Err.Error(), "pgqueue:") != 1 {
 		t.Errorf("EventError %v, want it to name the schedule", ev.Err)
 	}
-	if n := len(b.enqueuedTicks("periodic", "wrapped")); n != 0 {
-		t.Errorf("the panicking try left %d jobs, want its insert rolled back", n)
+	if _, h := b.scheduleRow("periodic", p.Name); !h.Equal(created) {
+		t.Errorf("a panicking try moved the schedule to %s", h)
 	}
+	if n := len(b.enqueuedTicks("periodic", p.Name)); n != 0 {
+		t.Errorf("the panicking try left %d jobs, want its transaction rolled back", n)
+	}
+	// The retry's jobs reach the handler: the scheduler and the worker outlived the panic.
 	receive(t, handled, 30*time.Second, "a job of the next try")
-	_, h := b.scheduleRow("periodic", "wrapped")
-	if n := checkEachOnce(t, "wrapped", b.enqueuedTicks("periodic", "wrapped"), mustNext(t, Periodic[tick]{Name: "p", Every: time.Hour}), created, h); n < 3 {
+	_, h := b.scheduleRow("periodic", p.Name)
+	if n := checkEachOnce(t, p.Name, b.enqueuedTicks("periodic", p.Name), mustNext(t, Periodic[tick]{Name: "p", Every: time.Hour}), created, h); n < 3 {
 		t.Errorf("%d occurrences enqueued after the panic, want the 3 or more due", n)
 	}
 }
