@@ -50,7 +50,7 @@ func TestHandBackSupersedesAnOlderAttempt(t *testing.T) {
 	if e := ev.nextOf(t, job.ID); e.Kind != EventLockLost || e.Attempt != 1 {
 		t.Fatalf("event %s of attempt %d, want the first lost", e.Kind, e.Attempt)
 	}
-	if skipped, err := rt.completer.settle(ctx, rt.completer.takeOutcomes(), starts{}); err != nil || len(skipped) > 0 {
+	if skipped, err := rt.completer.settle(ctx, rt.completer.takeOutcomes(), starts{}, false); err != nil || len(skipped) > 0 {
 		t.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
 	}
 	if e := ev.nextOf(t, job.ID); e.Kind != EventHandedBack || e.Attempt != 2 {

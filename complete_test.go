@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -202,7 +203,7 @@ func TestSkippedOutcomeKeepsItsPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := rt.completer
-	left, err := c.settle(ctx, c.takeOutcomes(), starts{})
+	left, err := c.settle(ctx, c.takeOutcomes(), starts{}, false)
 	if err != nil || len(left) != 1 || left[0].a != first {
 		t.Fatalf("settle of the locked job's outcome: %d skipped, %v; want it skipped", len(left), err)
 	}
@@ -290,7 +291,7 @@ func settleFirstLostThenCompleted(t *testing.T, rt *runtime, ev *events, first, 
 		if len(batch) != 1 || batch[0].a != want.a {
 			t.Fatalf("batch %d: %d outcomes, want attempt %d's alone", i+1, len(batch), want.a.attempt)
 		}
-		if left, err := rt.completer.settle(t.Context(), batch, starts{}); err != nil || len(left) > 0 {
+		if left, err := rt.completer.settle(t.Context(), batch, starts{}, false); err != nil || len(left) > 0 {
 			t.Fatalf("settle: %d outcomes skipped, %v", len(left), err)
 		}
 		if e := ev.nextOf(t, first.id); e.Kind != want.kind || e.Attempt != want.a.attempt {
@@ -420,10 +421,74 @@ func TestCompleterRecordsStarts(t *testing.T) {
 	if len(due.ahead) != 2 || len(due.rated) != 0 {
 		t.Fatalf("%d starts due after startRecordAfter (%d of a rate), want 2", len(due.ahead), len(due.rated))
 	}
-	if _, err := rt.completer.settle(t.Context(), nil, due); err != nil {
+	if _, err := rt.completer.settle(t.Context(), nil, due, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := b.count("status = 'running' AND attempted_at IS NOT NULL"); n != 2 {
 		t.Fatalf("%d starts recorded, want 2", n)
+	}
+}
+
+// A settle that frees places of a limited queue wakes the queue's other workers only when this
+// runtime cannot take the places again itself: with a slot free for each it wakes nobody; paused
+// here, it wakes them.
+func TestCompleterWakesOthersOnlyForPlacesItLeaves(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := limitedQueue(t, b, "retake", Limits{KeyMaxRunning: 1}, 0)
+	for _, key := range []string{"a", "b", "c"} {
+		if _, err := q.Enqueue(t.Context(), 0, &EnqueueOptions{Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := make(chan struct{})
+	w := must(q.NewWorker(func(ctx context.Context, _ *Job[int]) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 2, PollInterval: noPoll}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	qr := rt.queues[0]
+	qr.events.start()
+	qr.way.Store(uint32(claimLimited))
+	ctx, cancel := context.WithCancel(t.Context())
+	rt.set.start(ctx)
+	defer func() {
+		cancel()
+		close(release)
+		rt.handlers.stop()
+	}()
+	claimed, _, sent, err := claimOnce(ctx, rt.c, []claimWant{{q: qr, limit: 2}})
+	if err != nil || len(claimed[0]) != 2 {
+		t.Fatalf("claim: %d jobs, %v; want 2", len(claimed[0]), err)
+	}
+	rt.claimer.hold(qr, claimed[0], sent)
+	l := listenConn(t, b)
+	settleOne := func() {
+		t.Helper()
+		release <- struct{}{}
+		var batch []outcome
+		waitFor(t, 10*time.Second, "a handler's outcome", func() bool {
+			batch = append(batch, rt.completer.takeOutcomes()...)
+			return len(batch) == 1
+		})
+		if skipped, err := rt.completer.settle(ctx, batch, starts{}, true); err != nil || len(skipped) > 0 {
+			t.Fatalf("settle: %d skipped, %v", len(skipped), err)
+		}
+	}
+
+	settleOne()
+	if got := notificationsUntilMarker(t, b, l); slices.Contains(got, "a retake") {
+		t.Fatalf("a settle whose place this runtime takes again woke the queue's workers (notifications: %v)", got)
+	}
+	if !qr.wantClaim.Load() {
+		t.Fatal("the settle left the queue's claim to nobody: the claim loop does not want a claim")
+	}
+	qr.paused.Store(true) // as when the pause was heard here
+	settleOne()
+	if got := notificationsUntilMarker(t, b, l); !slices.Contains(got, "a retake") {
+		t.Fatalf("a settle whose place this runtime cannot take again woke nobody (notifications: %v)", got)
 	}
 }

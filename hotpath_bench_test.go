@@ -94,7 +94,7 @@ func BenchmarkCompleteStatement100(b *testing.B) {
 	}
 	b.ResetTimer()
 	for _, batch := range batches {
-		if skipped, err := rt.completer.settle(b.Context(), batch, starts{}); err != nil || len(skipped) > 0 {
+		if skipped, err := rt.completer.settle(b.Context(), batch, starts{}, false); err != nil || len(skipped) > 0 {
 			b.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
 		}
 	}

@@ -209,7 +209,7 @@ func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, erro
 	// WorkOne's context may have ended (the job was handed back): its outcome is saved anyway.
 	ctx = context.WithoutCancel(ctx)
 	giveUp := time.Now().Add(rt.longestLease())
-	args := c.build(batch)
+	args := c.build(batch, false)                                // WorkOne claims no more: it wakes the other workers
 	st, _ := rt.set.takeStarts(time.Now().Add(ratedReportAfter)) // a rated queue's start: reported now
 	args.recordStarts(starts{rated: st.rated})
 	results, err := c.send(ctx, args)
@@ -219,7 +219,7 @@ func (s *inline) settle(ctx context.Context, batch []outcome) (*WorkResult, erro
 			err = fmt.Errorf("pgqueue: complete: job %s: its row stays locked by another transaction", batch[0].a.id)
 		} else {
 			time.Sleep(pause)
-			results, err = c.send(ctx, c.build(batch))
+			results, err = c.send(ctx, c.build(batch, false))
 		}
 	}
 	if err != nil {
