@@ -422,8 +422,8 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 // the queue after every settle of it, so the places are taken again without a notification, which
 // woke every worker of the queue, in every process, for one place. Their claims, all but one
 // finding the claim lock taken and then no room, kept a machine of two cores busy enough that
-// keys limited to one running job each were in use 38 % of the time with jobs of 5 ms, where the
-// same slots without limits were 72 % (BenchmarkLimitUse). The workers elsewhere are woken when
+// keys limited to one running job each were in use 37 % of the time with jobs of 5 ms, where the
+// same slots without limits were 71 % (BenchmarkLimitUse). The workers elsewhere are woken when
 // this runtime cannot take the places (too few slots free, paused here, shutting down), or by
 // the ends of their own jobs.
 func (c *completer) freedQueues(batch []outcome, retake bool) (freed, capped []string) {
