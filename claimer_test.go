@@ -272,6 +272,21 @@ func TestClaimable(t *testing.T) {
 	}
 }
 
+// blockedRuntime returns a runtime, not started, that serves q with two slots and no poll, and
+// whose handlers block until release is sent to or closed (or their context ends): for the tests
+// that drive its parts alone.
+func blockedRuntime(b *bundle, q *Queue[int]) (rt *runtime, release chan struct{}) {
+	release = make(chan struct{})
+	w := must(q.NewWorker(func(ctx context.Context, _ *Job[int]) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, &WorkerOptions{Concurrency: 2, PollInterval: noPoll}))
+	return newRuntime(b.client, []*workerSpec{&w.spec}), release
+}
+
 // The claimer alone, with the attempt set and handlers but no completer: for handlers it takes
 // for quick ones, it claims ahead of its two blocked slots; the jobs claimed ahead go back once
 // they have waited aheadWaitMax (their outcomes wait for a completer, unstarted), and the queue,
@@ -283,15 +298,7 @@ func TestClaimerHandsBackWhatWaitsTooLong(t *testing.T) {
 	if _, err := q.EnqueueMany(t.Context(), make([]int, 10), nil); err != nil {
 		t.Fatal(err)
 	}
-	release := make(chan struct{})
-	w := must(q.NewWorker(func(ctx context.Context, _ *Job[int]) error {
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}, &WorkerOptions{Concurrency: 2, PollInterval: noPoll}))
-	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	rt, release := blockedRuntime(b, q)
 	qr, set := rt.queues[0], rt.set
 	qr.events.start()
 	set.mu.Lock()

@@ -427,9 +427,12 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 // this runtime cannot take the places (too few slots free, paused here, shutting down), or by
 // the ends of their own jobs.
 func (c *completer) freedQueues(batch []outcome, retake bool) (freed, capped []string) {
-	ended := make(map[*queueRun]int)
+	var ended map[*queueRun]int // nil, with no allocation, for a batch without limited queues
 	for _, o := range batch {
 		if claimWay(o.a.q.way.Load()) != claimPlain {
+			if ended == nil {
+				ended = make(map[*queueRun]int)
+			}
 			ended[o.a.q]++
 		}
 	}

@@ -441,15 +441,7 @@ func TestCompleterWakesOthersOnlyForPlacesItLeaves(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	release := make(chan struct{})
-	w := must(q.NewWorker(func(ctx context.Context, _ *Job[int]) error {
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}, &WorkerOptions{Concurrency: 2, PollInterval: noPoll}))
-	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	rt, release := blockedRuntime(b, q)
 	qr := rt.queues[0]
 	qr.events.start()
 	qr.way.Store(uint32(claimLimited))

@@ -158,18 +158,25 @@ func TestQueuesReport(t *testing.T) {
 		}
 		all.add("queues", c, res)
 	}
-	got := strings.Join(queuesRatios(all), "\n")
-	for _, want := range []string{
+	checkLines(t, "queuesRatios", queuesRatios(all), []string{
 		"pgqueue: rate as a fraction of its own 1-queue rate: 5 queues 90%, 20 queues 80%, 100 queues 50% (the issue's target: ≥ 80% at 20 queues)",
 		"river-fast: rate as a fraction of its own 1-queue rate: 5 queues 80%, 20 queues 40%, 100 queues 20%\n",
 		"pgqueue ÷ river-fast: 1 queue 2.00×, 5 queues 2.25×, 20 queues 4.00×, 100 queues 5.00× (the issue's target: ≥ 3× at 20 queues)",
-	} {
+	})
+}
+
+// checkLines checks the lines that what printed: each of wants is in them, and river-default,
+// a contender without results, is not.
+func checkLines(t *testing.T, what string, lines, wants []string) {
+	t.Helper()
+	got := strings.Join(lines, "\n")
+	for _, want := range wants {
 		if !strings.Contains(got, want) {
-			t.Errorf("queuesRatios:\n%s\nwant a line %q", got, want)
+			t.Errorf("%s:\n%s\nwant a line with %q", what, got, want)
 		}
 	}
 	if strings.Contains(got, "river-default") {
-		t.Errorf("queuesRatios printed a contender without results:\n%s", got)
+		t.Errorf("%s printed a contender without results:\n%s", what, got)
 	}
 }
 
