@@ -1,10 +1,11 @@
 // Package pgqueuetest helps the tests of applications that use pgqueue: a PostgreSQL for the
-// tests (from the environment, or a container started with testcontainers-go), a schema of each
-// test's own with pgqueue migrated into it, assertions on enqueued jobs, and jobs worked
-// synchronously, in the test's goroutine.
+// tests (from the environment), a schema of each test's own with pgqueue migrated into it,
+// assertions on enqueued jobs, and jobs worked synchronously, in the test's goroutine.
 //
-// It is a module of its own, so that testcontainers-go and Docker's client stay out of the
-// module graph of applications that import pgqueue alone.
+// It is a module of its own, so that nothing of it enters the module graph of applications that
+// import pgqueue alone. Starting PostgreSQL in a container is in another module,
+// github.com/pgqueue/pgqueue/pgqueuetest/container, so that testcontainers-go and Docker's client
+// stay out of the graph of applications that give their tests a database URL.
 //
 //	func TestMain(m *testing.M) {
 //		srv, err := pgqueuetest.Start(context.Background())
