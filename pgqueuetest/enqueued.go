@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/pgqueue/pgqueue"
 )
@@ -20,16 +19,9 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// waitingJobsSQL reads the waiting (scheduled or available) jobs of a queue, oldest first. It
-// reads pgqueue_jobs in the first schema of the connection's search_path, as pgqueue does.
-const waitingJobsSQL = `SELECT id, status, priority, attempt, max_attempts, run_at, created_at, payload, unique_key
-FROM pgqueue_jobs
-WHERE queue = $1 AND status IN ('scheduled', 'available')
-ORDER BY id`
-
 // RequireEnqueued fails the test unless a job of q is waiting (scheduled or available) whose
 // payload match accepts (a nil match accepts any), and returns the jobs it accepts, oldest
-// first. It reads through db: pass the transaction an enqueue used (EnqueueTx) to see the job
+// first, whole: every field Queue.Job fills in (pgqueue.ReadWaitingJobs). It reads through db: pass the transaction an enqueue used (EnqueueTx) to see the job
 // before that transaction commits, or the pool to see committed jobs only. A payload that does
 // not decode into T fails the test. On failure the message lists the queue's waiting jobs.
 func RequireEnqueued[T any](t testing.TB, db Querier, q *pgqueue.Queue[T], match func(T) bool) []*pgqueue.Job[T] {
@@ -51,27 +43,11 @@ func RequireNotEnqueued[T any](t testing.TB, db Querier, q *pgqueue.Queue[T], ma
 	}
 }
 
-// waitingJobs reads the waiting jobs of q through db, failing the test on an error.
+// waitingJobs reads the waiting jobs of q through db, whole, failing the test on an error.
 func waitingJobs[T any](t testing.TB, db Querier, q *pgqueue.Queue[T]) []*pgqueue.Job[T] {
 	t.Helper()
-	rows, _ := db.Query(t.Context(), waitingJobsSQL, q.Name())
-	var id [16]byte
-	var payload []byte
-	var key *string
-	j := pgqueue.Job[T]{Queue: q.Name()}
-	var jobs []*pgqueue.Job[T]
-	_, err := pgx.ForEachRow(rows, []any{&id, &j.Status, &j.Priority, &j.Attempt, &j.MaxAttempts, &j.RunAt,
-		&j.CreatedAt, &payload, &key}, func() error {
-		job := j
-		job.ID = ulid.ULID(id)
-		if key != nil {
-			job.UniqueKey = *key
-		}
-		if err := json.Unmarshal(payload, &job.Payload); err != nil {
-			return fmt.Errorf("the payload of job %s does not decode into %T: %w", job.ID, job.Payload, err)
-		}
-		jobs = append(jobs, &job)
-		return nil
+	jobs, err := pgqueue.ReadWaitingJobs(t.Context(), q, func(ctx context.Context, sql string, args ...any) (pgqueue.JobRows, error) {
+		return db.Query(ctx, sql, args...)
 	})
 	if err != nil {
 		t.Fatalf("pgqueuetest: read the waiting jobs of queue %s: %v", q.Name(), err)
