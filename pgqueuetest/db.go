@@ -3,6 +3,7 @@ package pgqueuetest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"log/slog"
 	"testing"
@@ -15,14 +16,18 @@ import (
 	"github.com/pgqueue/pgqueue"
 )
 
-// DB is a schema of one test's own, with pgqueue migrated into it, and a pool and a client on
-// it. Tests that each have a DB can run in parallel against one database.
+// DB is a schema of one test's own, with pgqueue migrated into it, and a pool, a database/sql
+// handle and a client on it. Tests that each have a DB can run in parallel against one database.
 type DB struct {
 	// Schema is the name of the test's schema: "pgqueuetest_" and 12 random hex digits.
 	Schema string
 	// Pool is a pool whose connections use Schema (their search_path). Create the application's
 	// own tables through it, and they are in the test's schema too.
 	Pool *pgxpool.Pool
+	// SQL is a database/sql handle on Pool (pgx's stdlib.OpenDBFromPool), for an application
+	// built on database/sql: its transactions enqueue with EnqueueSQLTx, and the assertions read
+	// through them.
+	SQL *sql.DB
 	// Client is a pgqueue client on Pool.
 	Client *pgqueue.Client
 }
@@ -54,9 +59,9 @@ func NewDB(t testing.TB, url string, cfg *pgqueue.Config) *DB {
 		t.Fatalf("pgqueuetest: pool: %v", err)
 	}
 	t.Cleanup(db.Pool.Close)
-	sqlDB := stdlib.OpenDBFromPool(db.Pool)
-	defer sqlDB.Close()
-	if err := pgqueue.Migrate(t.Context(), sqlDB); err != nil {
+	db.SQL = stdlib.OpenDBFromPool(db.Pool)
+	t.Cleanup(func() { _ = db.SQL.Close() })
+	if err := pgqueue.Migrate(t.Context(), db.SQL); err != nil {
 		t.Fatalf("pgqueuetest: %v", err)
 	}
 

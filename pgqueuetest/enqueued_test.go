@@ -153,3 +153,50 @@ func sameJob[T any](t *testing.T, got, want *pgqueue.Job[T]) {
 		}
 	}
 }
+
+// TestRequireEnqueuedSeesTheSQLTransaction: a database/sql application's job is seen inside its
+// *sql.Tx before commit, and not outside; after commit through its *sql.DB.
+func TestRequireEnqueuedSeesTheSQLTransaction(t *testing.T) {
+	t.Parallel()
+	db := NewDB(t, databaseURL, nil)
+	emails, err := pgqueue.NewQueue[email](db.Client, "emails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.SQL.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	job, err := emails.EnqueueSQLTx(t.Context(), tx, email{To: "ada@example.com"}, &pgqueue.EnqueueOptions{Key: "tenant-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	got := RequireEnqueued(t, tx, emails, to("ada@example.com"))
+	if len(got) != 1 || got[0].ID != job.ID || got[0].Key != "tenant-1" || got[0].Payload.To != "ada@example.com" {
+		t.Fatalf("RequireEnqueued through the *sql.Tx = %+v, want job %s", got, job.ID)
+	}
+	RequireNotEnqueued(t, tx, emails, to("grace@example.com"))
+	RequireNotEnqueued(t, db.SQL, emails, nil) // not committed yet
+	RequireNotEnqueued(t, db.Pool, emails, nil)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	RequireEnqueued(t, db.SQL, emails, to("ada@example.com"))
+}
+
+// TestRequireEnqueuedRefusesAnotherReader: a value that is neither pgx's nor database/sql's
+// fails the test and says what is accepted.
+func TestRequireEnqueuedRefusesAnotherReader(t *testing.T) {
+	t.Parallel()
+	db := NewDB(t, databaseURL, nil)
+	emails, err := pgqueue.NewQueue[email](db.Client, "emails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := failure(t, func(tb testing.TB) { RequireEnqueued(tb, "postgres://", emails, nil) })
+	if !strings.Contains(msg, "cannot read jobs through a string") || !strings.Contains(msg, "*sql.Tx") {
+		t.Fatalf("RequireEnqueued through a string reported %q", msg)
+	}
+}
