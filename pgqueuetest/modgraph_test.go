@@ -21,15 +21,18 @@ const (
 	// tests (whose code is never downloaded).
 	importerModulesMax = 30
 	// importerSumLinesMax bounds the lines of the application's go.sum: what it downloads.
-	importerSumLinesMax = 40
+	importerSumLinesMax = 35
 )
 
 // importerForbidden must appear nowhere in the graph of an application that uses pgqueuetest with
 // a database URL: the container starter's modules (testcontainers-go, Docker's client and what
-// they bring: OpenTelemetry, gopsutil), which live in the module pgqueuetest/container.
+// they bring: OpenTelemetry, gopsutil), which live in the module pgqueuetest/container; goose,
+// which pgqueuetest's tests of an application's goose directory use from the module
+// pgqueuetest/integration.
 var importerForbidden = []string{
 	"github.com/testcontainers/", "github.com/docker/", "github.com/moby/", "github.com/containerd/",
-	"go.opentelemetry.io/", "github.com/shirou/gopsutil", "github.com/pgqueue/pgqueue/pgqueuetest/container",
+	"go.opentelemetry.io/", "github.com/shirou/gopsutil", "github.com/pressly/goose",
+	"github.com/pgqueue/pgqueue/pgqueuetest/container", "github.com/pgqueue/pgqueue/pgqueuetest/integration",
 }
 
 // importerTest is the application's test: every helper an application uses with a database URL.
@@ -46,6 +49,9 @@ func TestSignup(t *testing.T) {
 	db := pgqueuetest.NewDB(t, "postgres://localhost/app", nil)
 	q, _ := pgqueue.NewQueue[string](db.Client, "emails")
 	pgqueuetest.RequireEnqueued(t, db.Pool, q, nil)
+	pgqueuetest.RequireNotEnqueued(t, db.SQL, q, nil)
+	empty := pgqueuetest.NewDBWith(t, "postgres://localhost/app", &pgqueuetest.DBOptions{Migrate: pgqueuetest.NoMigration})
+	_ = empty
 	w, _ := q.NewWorker(nil, nil)
 	pgqueuetest.WorkOne(t, w)
 }
