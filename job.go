@@ -315,7 +315,8 @@ type entryRow struct {
 
 // columns returns the scan destinations of an entry's columns, from status to weight, after
 // the queue (if withQueue) and id, whose destination is given, and before the place and whether
-// it is a lower bound (if withPlace): the column order of job.sql, unique_job.sql and list_*.sql.
+// it is a lower bound (if withPlace): the column order of job.sql, unique_job.sql, list_*.sql and
+// waiting_jobs.sql.
 func (r *entryRow) columns(withQueue bool, id any, withPlace bool) []any {
 	dest := make([]any, 0, 19)
 	if withQueue {

@@ -128,6 +128,8 @@ var (
 	uniqueJobSQL string
 	//go:embed sql/update_payload.sql
 	updatePayloadSQL string
+	//go:embed sql/waiting_jobs.sql
+	waitingJobsSQL string
 	//go:embed sql/job_filter.sql
 	jobFilterSQL string
 	//go:embed sql/wake_held.sql

@@ -2,6 +2,9 @@ package pgqueuetest
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -39,5 +42,26 @@ func TestNewDB(t *testing.T) {
 	}
 	if exists {
 		t.Fatalf("schema %s outlived its test", schema)
+	}
+}
+
+// TestNewDBWithMigrateError: DBOptions.Migrate runs in the test's schema, and its error fails
+// the test, naming the step.
+func TestNewDBWithMigrateError(t *testing.T) {
+	t.Parallel()
+	var schema string
+	msg := failure(t, func(tb testing.TB) {
+		NewDBWith(tb, databaseURL, &DBOptions{Migrate: func(ctx context.Context, db *sql.DB) error {
+			if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+				return err
+			}
+			return errors.New("00002_users.sql: syntax error")
+		}})
+	})
+	if !strings.Contains(msg, "pgqueuetest: migrate the test's schema: 00002_users.sql: syntax error") {
+		t.Fatalf("NewDBWith with a failing Migrate reported %q", msg)
+	}
+	if !strings.HasPrefix(schema, "pgqueuetest_") {
+		t.Fatalf("Migrate ran in schema %q, want the test's", schema)
 	}
 }

@@ -2,6 +2,7 @@ package pgqueuetest
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,29 +10,50 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/pgqueue/pgqueue"
 )
 
-// Querier is what the assertions read jobs through: a *pgxpool.Pool, a *pgx.Conn, or a pgx.Tx,
-// whose own uncommitted enqueues it then sees.
-type Querier interface {
+// Querier is what the assertions read jobs through: with pgx, a *pgxpool.Pool, a *pgx.Conn or a
+// pgx.Tx (anything with pgx's Query method); with database/sql, a *sql.DB, a *sql.Conn or a
+// *sql.Tx (anything with QueryContext), over any Postgres driver. A transaction sees its own
+// uncommitted enqueues. Another value fails the test when the assertion runs: no Go interface
+// holds both libraries' query methods, so the kind is checked then.
+type Querier any
+
+// pgxQuerier is a pgx pool, connection or transaction.
+type pgxQuerier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// waitingJobsSQL reads the waiting (scheduled or available) jobs of a queue, oldest first. It
-// reads pgqueue_jobs in the first schema of the connection's search_path, as pgqueue does.
-const waitingJobsSQL = `SELECT id, status, priority, attempt, max_attempts, run_at, created_at, payload, unique_key
-FROM pgqueue_jobs
-WHERE queue = $1 AND status IN ('scheduled', 'available')
-ORDER BY id`
+// sqlQuerier is a database/sql handle, connection or transaction.
+type sqlQuerier interface {
+	QueryContext(ctx context.Context, sql string, args ...any) (*sql.Rows, error)
+}
+
+// queryThrough returns pgqueue.ReadWaitingJobs's query run through db; false if db is neither
+// pgx's nor database/sql's.
+func queryThrough(db Querier) (func(ctx context.Context, sql string, args ...any) (pgqueue.JobRows, error), bool) {
+	switch db := db.(type) {
+	case pgxQuerier:
+		return func(ctx context.Context, sql string, args ...any) (pgqueue.JobRows, error) {
+			return db.Query(ctx, sql, args...)
+		}, true
+	case sqlQuerier:
+		return func(ctx context.Context, sql string, args ...any) (pgqueue.JobRows, error) {
+			return db.QueryContext(ctx, sql, args...)
+		}, true
+	}
+	return nil, false
+}
 
 // RequireEnqueued fails the test unless a job of q is waiting (scheduled or available) whose
 // payload match accepts (a nil match accepts any), and returns the jobs it accepts, oldest
-// first. It reads through db: pass the transaction an enqueue used (EnqueueTx) to see the job
-// before that transaction commits, or the pool to see committed jobs only. A payload that does
-// not decode into T fails the test. On failure the message lists the queue's waiting jobs.
+// first, whole: every field Queue.Job fills in (pgqueue.ReadWaitingJobs). It reads through db:
+// pass the transaction an enqueue used (EnqueueTx's pgx.Tx, or EnqueueSQLTx's *sql.Tx) to see
+// the job before that transaction commits, or the pool (or a *sql.DB) to see committed jobs
+// only. A payload that does not decode into T fails the test. On failure the message lists the
+// queue's waiting jobs.
 func RequireEnqueued[T any](t testing.TB, db Querier, q *pgqueue.Queue[T], match func(T) bool) []*pgqueue.Job[T] {
 	t.Helper()
 	all := waitingJobs(t, db, q)
@@ -51,28 +73,14 @@ func RequireNotEnqueued[T any](t testing.TB, db Querier, q *pgqueue.Queue[T], ma
 	}
 }
 
-// waitingJobs reads the waiting jobs of q through db, failing the test on an error.
+// waitingJobs reads the waiting jobs of q through db, whole, failing the test on an error.
 func waitingJobs[T any](t testing.TB, db Querier, q *pgqueue.Queue[T]) []*pgqueue.Job[T] {
 	t.Helper()
-	rows, _ := db.Query(t.Context(), waitingJobsSQL, q.Name())
-	var id [16]byte
-	var payload []byte
-	var key *string
-	j := pgqueue.Job[T]{Queue: q.Name()}
-	var jobs []*pgqueue.Job[T]
-	_, err := pgx.ForEachRow(rows, []any{&id, &j.Status, &j.Priority, &j.Attempt, &j.MaxAttempts, &j.RunAt,
-		&j.CreatedAt, &payload, &key}, func() error {
-		job := j
-		job.ID = ulid.ULID(id)
-		if key != nil {
-			job.UniqueKey = *key
-		}
-		if err := json.Unmarshal(payload, &job.Payload); err != nil {
-			return fmt.Errorf("the payload of job %s does not decode into %T: %w", job.ID, job.Payload, err)
-		}
-		jobs = append(jobs, &job)
-		return nil
-	})
+	query, ok := queryThrough(db)
+	if !ok {
+		t.Fatalf("pgqueuetest: cannot read jobs through a %T: pass a *pgxpool.Pool, *pgx.Conn, pgx.Tx, *sql.DB, *sql.Conn or *sql.Tx", db)
+	}
+	jobs, err := pgqueue.ReadWaitingJobs(t.Context(), q, query)
 	if err != nil {
 		t.Fatalf("pgqueuetest: read the waiting jobs of queue %s: %v", q.Name(), err)
 	}

@@ -2,6 +2,8 @@ package pgqueuetest
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +75,128 @@ func TestRequireEnqueuedFailures(t *testing.T) {
 	msg = failure(t, func(tb testing.TB) { RequireEnqueued(tb, db.Pool, emails, nil) })
 	if !strings.Contains(msg, "does not decode into pgqueuetest.email") {
 		t.Fatalf("RequireEnqueued over a payload that does not decode reported %q", msg)
+	}
+}
+
+// TestRequireEnqueuedReturnsWholeJobs enqueues a job with every option set and another that has
+// failed an attempt, and checks that RequireEnqueued returns each whole: every field as the
+// client's own look-up (Queue.Job) reads it, none left empty.
+func TestRequireEnqueuedReturnsWholeJobs(t *testing.T) {
+	t.Parallel()
+	db := NewDB(t, databaseURL, nil)
+	emails, err := pgqueue.NewQueue[email](db.Client, "emails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	every, err := emails.Enqueue(t.Context(), email{To: "ada@example.com"}, &pgqueue.EnqueueOptions{
+		Priority: 7, Delay: time.Hour, MaxAttempts: 3, RetryDelay: time.Hour, UniqueKey: "welcome-ada",
+		RepeatCount: 2, RepeatEvery: 90 * time.Second, Key: "tenant-1", Weight: 2,
+		Metadata: map[string]string{"trace": "00-abc-01", "request": "r-1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed, err := emails.Enqueue(t.Context(), email{To: "grace@example.com"}, &pgqueue.EnqueueOptions{RetryDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := emails.NewWorker(func(context.Context, *pgqueue.Job[email]) error {
+		return errors.New("smtp: try again")
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := WorkOne(t, worker); r.JobID != failed.ID || r.Kind != pgqueue.EventRetrying {
+		t.Fatalf("worked %+v, want job %s retrying", r, failed.ID)
+	}
+
+	got := RequireEnqueued(t, db.Pool, emails, nil)
+	if len(got) != 2 || got[0].ID != every.ID || got[1].ID != failed.ID {
+		t.Fatalf("RequireEnqueued = %d jobs, want jobs %s and %s", len(got), every.ID, failed.ID)
+	}
+	for _, j := range got {
+		want, err := emails.Job(t.Context(), j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJob(t, j, &want.Job)
+	}
+	j := got[0]
+	if j.Key != "tenant-1" || j.Weight != 2 || j.Metadata["trace"] != "00-abc-01" || j.UniqueKey != "welcome-ada" ||
+		j.RepeatRemaining != 2 || j.RepeatEvery != 90*time.Second || j.Priority != 7 || j.MaxAttempts != 3 ||
+		j.Status != pgqueue.StatusScheduled || j.RunAt.IsZero() || j.CreatedAt.IsZero() || j.Payload.To != "ada@example.com" {
+		t.Errorf("the job enqueued with every option came back as %+v", j)
+	}
+	if j := got[1]; j.Attempt != 1 || len(j.Errors) != 1 || j.Errors[0].Error != "smtp: try again" || j.AttemptedAt.IsZero() {
+		t.Errorf("the job that failed an attempt came back as %+v", j)
+	}
+}
+
+// sameJob fails the test unless every exported field of got equals want's (times as instants).
+func sameJob[T any](t *testing.T, got, want *pgqueue.Job[T]) {
+	t.Helper()
+	g, w := reflect.ValueOf(got).Elem(), reflect.ValueOf(want).Elem()
+	for i := range g.NumField() {
+		f := g.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		gf, wf := g.Field(i).Interface(), w.Field(i).Interface()
+		if gt, ok := gf.(time.Time); ok {
+			if !gt.Equal(wf.(time.Time)) {
+				t.Errorf("job %s: %s = %v, want %v", got.ID, f.Name, gt, wf)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(gf, wf) {
+			t.Errorf("job %s: %s = %#v, want %#v", got.ID, f.Name, gf, wf)
+		}
+	}
+}
+
+// TestRequireEnqueuedSeesTheSQLTransaction: a database/sql application's job is seen inside its
+// *sql.Tx before commit, and not outside; after commit through its *sql.DB.
+func TestRequireEnqueuedSeesTheSQLTransaction(t *testing.T) {
+	t.Parallel()
+	db := NewDB(t, databaseURL, nil)
+	emails, err := pgqueue.NewQueue[email](db.Client, "emails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.SQL.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	job, err := emails.EnqueueSQLTx(t.Context(), tx, email{To: "ada@example.com"}, &pgqueue.EnqueueOptions{Key: "tenant-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	got := RequireEnqueued(t, tx, emails, to("ada@example.com"))
+	if len(got) != 1 || got[0].ID != job.ID || got[0].Key != "tenant-1" || got[0].Payload.To != "ada@example.com" {
+		t.Fatalf("RequireEnqueued through the *sql.Tx = %+v, want job %s", got, job.ID)
+	}
+	RequireNotEnqueued(t, tx, emails, to("grace@example.com"))
+	RequireNotEnqueued(t, db.SQL, emails, nil) // not committed yet
+	RequireNotEnqueued(t, db.Pool, emails, nil)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	RequireEnqueued(t, db.SQL, emails, to("ada@example.com"))
+}
+
+// TestRequireEnqueuedRefusesAnotherReader: a value that is neither pgx's nor database/sql's
+// fails the test and says what is accepted.
+func TestRequireEnqueuedRefusesAnotherReader(t *testing.T) {
+	t.Parallel()
+	db := NewDB(t, databaseURL, nil)
+	emails, err := pgqueue.NewQueue[email](db.Client, "emails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := failure(t, func(tb testing.TB) { RequireEnqueued(tb, "postgres://", emails, nil) })
+	if !strings.Contains(msg, "cannot read jobs through a string") || !strings.Contains(msg, "*sql.Tx") {
+		t.Fatalf("RequireEnqueued through a string reported %q", msg)
 	}
 }

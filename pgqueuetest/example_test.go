@@ -33,7 +33,7 @@ func signup(ctx context.Context, pool *pgxpool.Pool, welcomes *pgqueue.Queue[Wel
 
 // databaseURL is set by the test binary's TestMain:
 //
-//	srv, err := pgqueuetest.Start(ctx) // PGQUEUE_TEST_DATABASE_URL, DATABASE_URL, or a container
+//	srv, err := pgqueuetest.Start(ctx) // PGQUEUE_TEST_DATABASE_URL or DATABASE_URL; container.Start: else a container
 //	databaseURL = srv.URL()
 var databaseURL string
 

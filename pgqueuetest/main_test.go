@@ -1,31 +1,27 @@
 package pgqueuetest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // databaseURL is the database the tests make their schemas in.
 var databaseURL string
 
+// TestMain runs the tests against PGQUEUE_TEST_DATABASE_URL, DATABASE_URL or else a container
+// (started by the container module's testdb command, so that this module need not require
+// testcontainers-go), and after a green run looks for goroutines that outlived them.
 func TestMain(m *testing.M) {
-	srv, err := Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	databaseURL = srv.URL()
-	code := m.Run()
-	if err := srv.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunTests(m, func(dsn string) (func(), error) {
+		databaseURL = dsn
+		return nil, nil
+	}, testenv.CheckLeaks))
 }
 
 // recorder is a testing.TB whose failures are recorded instead of failing the test, to check

@@ -1,11 +1,9 @@
 package pgqueuetest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -19,37 +17,47 @@ func TestStartTakesTheEnvironmentsDatabase(t *testing.T) {
 		}
 	}
 	srv, err := Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	switch {
-	case want != "" && (srv.URL() != want || srv.container != nil):
-		t.Fatalf("Start did not return the environment's database")
-	case want == "" && srv.container == nil:
-		t.Fatalf("Start returned no container, and the environment names no database")
+	case want != "" && (err != nil || srv.URL() != want):
+		t.Fatalf("Start did not return the environment's database: %v", err)
+	case want == "" && !errors.Is(err, ErrNoDatabase):
+		t.Fatalf("Start without a database in the environment: %v, want ErrNoDatabase", err)
+	}
+	if srv != nil {
+		if err := srv.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
-// TestTestdbWithoutDocker runs the testdb command where no Docker engine can be reached: it must
-// fail, print no URL, and say how to provide a database.
-func TestTestdbWithoutDocker(t *testing.T) {
+func TestStartReadsTheVariablesInOrder(t *testing.T) {
 	t.Parallel()
-	cmd := exec.CommandContext(t.Context(), "go", "run", "./cmd/testdb")
-	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix:///nonexistent/docker.sock", "TESTCONTAINERS_RYUK_DISABLED=true")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("testdb without Docker: %v, want a non-zero exit", err)
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"PGQUEUE_TEST_DATABASE_URL": "postgres://a/1", "DATABASE_URL": "postgres://b/2"}, "postgres://a/1"},
+		{map[string]string{"DATABASE_URL": "postgres://b/2"}, "postgres://b/2"},
+	} {
+		srv, err := serverFromEnv(func(name string) string { return c.env[name] })
+		if err != nil || srv.URL() != c.want {
+			t.Errorf("Start with %v: %v, want %s", c.env, err, c.want)
+		}
 	}
-	if stdout.Len() != 0 {
-		t.Fatalf("testdb printed %q", stdout.String())
+}
+
+// TestStartWithoutDatabase: where the environment names no database, Start fails, without
+// trying a container, and says how to provide one.
+func TestStartWithoutDatabase(t *testing.T) {
+	t.Parallel()
+	srv, err := serverFromEnv(func(string) string { return "" })
+	if srv != nil || !errors.Is(err, ErrNoDatabase) {
+		t.Fatalf("Start without a database: %v, %v; want ErrNoDatabase", srv, err)
 	}
-	for _, want := range []string{"testdb: pgqueuetest: no database", "PGQUEUE_TEST_DATABASE_URL=postgres://", "Docker engine"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("testdb's error lacks %q:\n%s", want, stderr.String())
+	for _, want := range []string{"pgqueuetest: no database:", "PGQUEUE_TEST_DATABASE_URL=postgres://", "DATABASE_URL)",
+		"github.com/pgqueue/pgqueue/pgqueuetest/container", "Docker engine"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start's error lacks %q: %v", want, err)
 		}
 	}
 }

@@ -50,14 +50,15 @@ Provide one of:
 // ContainerStartTimeout bounds building the container command and starting the container.
 const ContainerStartTimeout = 5 * time.Minute
 
-// containerModule returns the directory of the module whose command ./cmd/testdb starts a
-// PostgreSQL container with testcontainers-go, prints its URL, and stops it when its standard
-// input closes. Tests run that command rather than import testcontainers-go: the root module's
-// requirements are part of the module graph of every application that imports pgqueue, and
-// testcontainers-go would bring Docker's client and dozens of modules into it.
+// containerModule returns the directory of the module (pgqueuetest/container) whose command
+// ./cmd/testdb starts a PostgreSQL container with testcontainers-go, prints its URL, and stops it
+// when its standard input closes. Tests run that command rather than import testcontainers-go: the
+// requirements of the root module and of pgqueuetest are part of the module graph of every
+// application that imports them, and testcontainers-go would bring Docker's client and dozens of
+// modules into it.
 func containerModule() string {
 	_, file, _, _ := goruntime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "pgqueuetest")
+	return filepath.Join(filepath.Dir(file), "..", "..", "pgqueuetest", "container")
 }
 
 // StartContainer runs the container command with env added to the environment, and returns the

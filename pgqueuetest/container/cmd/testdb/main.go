@@ -1,8 +1,8 @@
 // Command testdb starts a throwaway PostgreSQL in a container with testcontainers-go, prints its
 // URL on a line of its own on standard output, and removes the container when its standard input
 // closes (or on SIGINT or SIGTERM). pgqueue's own tests run it when no database URL is set, so
-// that pgqueue's module need not require testcontainers-go. When it cannot start a container,
-// it says why on standard error and exits with status 1.
+// that pgqueue's other modules (the root, pgqueuetest, …) need not require testcontainers-go.
+// When it cannot start a container, it says why on standard error and exits with status 1.
 //
 //	go run ./cmd/testdb
 package main
@@ -15,13 +15,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/pgqueue/pgqueue/pgqueuetest"
+	"github.com/pgqueue/pgqueue/pgqueuetest/container"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := pgqueuetest.StartContainer(ctx)
+	srv, err := container.Run(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testdb:", err)
 		os.Exit(1)
