@@ -5,12 +5,22 @@
 // connection.
 //
 // Mount it under a prefix of the application's mux, behind the application's own
-// authentication:
+// authentication, and serve it with the application's http.Server:
 //
 //	h, err := dashboard.New(client, &dashboard.Options{Authorize: allowAdmins})
 //	if err != nil { … }
 //	defer h.Close()
 //	mux.Handle("/pgqueue/", http.StripPrefix("/pgqueue", requireLogin(h)))
+//	srv := &http.Server{Addr: ":8080", Handler: mux}
+//	go srv.ListenAndServe()
+//	…
+//	err = srv.Shutdown(ctx) // open tabs do not hold it: their event streams end at once
+//
+// Every open page holds a Server-Sent Events stream, a response that does not end by itself.
+// When the http.Server a stream came through begins Shutdown, the Handler ends that server's
+// streams (it registers with Server.RegisterOnShutdown the first time a server carries one), so
+// a graceful shutdown waits for the requests that end, not for open tabs; the pages reconnect
+// by themselves to whatever serves the dashboard next. Close ends every stream too.
 //
 // Every link, form, asset and event-stream URL the pages hold is relative, so the dashboard works
 // at the root or under any prefix. It uses only the standard library; its CSS and script are

@@ -24,7 +24,8 @@ const (
 // events serves the Server-Sent Events stream the pages' script listens to. It sends "status"
 // events ({"state":"live","text":"live"}) when the watch's state changes and "change" events
 // ({"queues":["emails"]} or {"resync":true}) at most every eventGap, until the browser goes, the
-// Handler closes, or a write fails.
+// Handler closes, the server the request came through begins to shut down (see shutdowns), or a
+// write fails.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	s, ok := h.hub.join()
 	if !ok {
@@ -32,6 +33,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.hub.leave(s)
+	shutdown := h.shutdowns.of(r)
 	rc := http.NewResponseController(w)
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
@@ -58,12 +60,14 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-h.ctx.Done():
 			return
+		case <-shutdown:
+			return
 		case <-heartbeat.C:
 			if !send(": heartbeat\n\n") {
 				return
 			}
 		case <-s.wake:
-			if !send("%s", h.owed(s)) || !h.wait(r, eventGap) {
+			if !send("%s", h.owed(s)) || !h.wait(r, shutdown, eventGap) {
 				return
 			}
 		}
@@ -90,14 +94,17 @@ func (h *Handler) owed(s *stream) string {
 	return out
 }
 
-// wait waits d, and reports false if the request or the Handler ended meanwhile.
-func (h *Handler) wait(r *http.Request, d time.Duration) bool {
+// wait waits d, and reports false if the request or the Handler ended, or shutdown was closed,
+// meanwhile.
+func (h *Handler) wait(r *http.Request, shutdown <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-r.Context().Done():
 		return false
 	case <-h.ctx.Done():
+		return false
+	case <-shutdown:
 		return false
 	case <-t.C:
 		return true

@@ -19,7 +19,13 @@ type event struct{ name, data string }
 // ends. The channel closes when the stream ends.
 func openStream(t *testing.T, ctx context.Context, b *bundle) <-chan event {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url("/events"), nil)
+	return openStreamAt(t, ctx, b.url("/events"))
+}
+
+// openStreamAt opens the event stream at the absolute URL u, as openStream does.
+func openStreamAt(t *testing.T, ctx context.Context, u string) <-chan event {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
