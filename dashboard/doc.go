@@ -23,6 +23,7 @@
 // by themselves to whatever serves the dashboard next. Close ends every stream too.
 //
 // Every link, form, asset and event-stream URL the pages hold is relative, so the dashboard works
-// at the root or under any prefix. It uses only the standard library; its CSS and script are
+// at the root or under any prefix — stripped: its routes start at its own root. Mounted under a
+// prefix without http.StripPrefix, it answers every page 404 with a text saying how to mount it. It uses only the standard library; its CSS and script are
 // embedded.
 package dashboard

@@ -126,6 +126,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusMovedPermanently)
 		return
 	}
+	if _, pattern := h.mux.Handler(r); pattern == "" && !h.routed(r.URL.Path) {
+		h.notFound(w, r) // ServeMux would say 404 and no more: see notFound
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
