@@ -66,13 +66,14 @@ func formatDuration(d time.Duration) string {
 	return strconv.Itoa(int(d.Hours()/24)) + "d"
 }
 
-// formatPlace writes a JobEntry.Place: "running", "#n", or "—" for a finished job.
+// formatPlace writes a JobEntry.Place: "running", "#n" (digits grouped as formatCount groups
+// them), or "—" for a finished job.
 func formatPlace(place int) string {
 	switch {
 	case place == 0:
 		return "running"
 	case place > 0:
-		return "#" + strconv.Itoa(place)
+		return "#" + formatCount(place)
 	}
 	return "—"
 }
