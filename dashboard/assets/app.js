@@ -16,6 +16,7 @@
   if (!region || !window.EventSource || !window.fetch) return;
   var pageQueue = body.getAttribute("data-queue") || "";
   var refreshes = 0, busy = false, again = false;
+  var leaving = false; // a form of the page was sent: the page it leads to is coming
   var pressed = false, held = null; // a pointer is down in the region; the swap it holds back
 
   region.addEventListener("pointerdown", function () { pressed = true; }, true);
@@ -52,6 +53,7 @@
   }
 
   function refresh() {
+    if (leaving) return;
     if (busy) { again = true; return; }
     busy = true;
     var url = new URL(window.location.href);
@@ -83,4 +85,8 @@
     setStatus("reconnecting", "reconnecting…");
   });
   window.addEventListener("pagehide", function () { events.close(); });
+  // An action's change (a job deleted) would refresh the page it is leaving, to no purpose.
+  document.addEventListener("submit", function (e) {
+    if (!e.defaultPrevented) leaving = true;
+  });
 })();
