@@ -134,7 +134,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // routes registers every route on h.mux. State changes are POST only and pass the cross-origin
-// check; in read-only mode they are refused whatever they are.
+// check; in read-only mode they are refused whatever they are. Cancelling and deleting a job
+// ask first, on a page of their own (see confirm.go).
 func (h *Handler) routes() {
 	h.mux = http.NewServeMux()
 	assets, _ := fs.Sub(files, "assets")
@@ -145,6 +146,8 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /jobs/{id}", h.viewing(h.jobPage))
 	h.mux.HandleFunc("GET /bulk", h.viewing(h.bulkPage))
 	h.mux.HandleFunc("GET /events", h.viewing(h.events))
+	h.mux.HandleFunc("GET /jobs/{id}/cancel", h.viewing(h.confirmJob(ActionCancel))) // the question first
+	h.mux.HandleFunc("GET /jobs/{id}/delete", h.viewing(h.confirmJob(ActionDelete)))
 
 	h.mux.Handle("POST /queues/{queue}/pause", h.changing(ActionPause, h.pause))
 	h.mux.Handle("POST /queues/{queue}/resume", h.changing(ActionResume, h.resume))

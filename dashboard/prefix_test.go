@@ -20,7 +20,7 @@ func TestPrefix(t *testing.T) {
 	j := enqueue(t, q, `{}`, nil)
 	enqueue(t, q, `{}`, nil)
 	attr := regexp.MustCompile(`(?:href|action|src|data-events)="([^"]*)"`)
-	for _, path := range []string{"/", "/queues/emails", "/queues/emails?status=failed", "/jobs/" + j.ID.String(), "/bulk"} {
+	for _, path := range []string{"/", "/queues/emails", "/queues/emails?status=failed", "/jobs/" + j.ID.String(), "/jobs/" + j.ID.String() + "/delete", "/bulk"} {
 		page, _ := url.Parse(b.url(path))
 		status, body := b.get(t, path)
 		if status != http.StatusOK {

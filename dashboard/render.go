@@ -11,7 +11,7 @@ import (
 )
 
 // pageNames are the page templates; each is parsed with layout.html into a set of its own.
-var pageNames = []string{"overview", "queue", "job", "bulk", "error"}
+var pageNames = []string{"overview", "queue", "job", "bulk", "confirm", "error"}
 
 // pages are the parsed templates, by page.
 type pages struct {
