@@ -2,7 +2,8 @@
 // server to see and drive its queues — every queue's counts, throughput and wait, a queue's jobs
 // in the order they will run, a job's payload and every attempt's error, and actions on jobs one
 // by one or by filter — updated live over Server-Sent Events fed by the client's LISTEN
-// connection.
+// connection. With no job changing, the pages still move: their times and waits count on in
+// the browser, and the overview refreshes with each sample of its charts (Options.SampleEvery).
 //
 // Mount it under a prefix of the application's mux, behind the application's own
 // authentication, and serve it with the application's http.Server:

@@ -22,8 +22,9 @@ const (
 )
 
 // events serves the Server-Sent Events stream the pages' script listens to. It sends "status"
-// events ({"state":"live","text":"live"}) when the watch's state changes and "change" events
-// ({"queues":["emails"]} or {"resync":true}) at most every eventGap, until the browser goes, the
+// events ({"state":"live","text":"live"}) when the watch's state changes, "change" events
+// ({"queues":["emails"]} or {"resync":true}) and, after each of the sampler's samples, "sample"
+// events ({}), whether or not a job changed, at most every eventGap, until the browser goes, the
 // Handler closes, the server the request came through begins to shut down (see shutdowns), or a
 // write fails.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
@@ -76,9 +77,10 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 
 // owed renders what s is owed as events.
 func (h *Handler) owed(s *stream) string {
-	queues, resync, status := s.take()
+	o := s.take()
+	queues, resync := o.queues, o.resync
 	var out string
-	if status {
+	if o.status {
 		state, text := h.hub.status()
 		b, _ := json.Marshal(map[string]string{"state": string(state), "text": text})
 		out += "event: status\ndata: " + string(b) + "\n\n"
@@ -90,6 +92,9 @@ func (h *Handler) owed(s *stream) string {
 			Resync bool     `json:"resync,omitempty"`
 		}{queues, resync})
 		out += "event: change\ndata: " + string(b) + "\n\n"
+	}
+	if o.sample {
+		out += "event: sample\ndata: {}\n\n"
 	}
 	return out
 }
