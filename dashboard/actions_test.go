@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +246,53 @@ func TestAllowedHosts(t *testing.T) {
 	}
 	if status := send(http.MethodPost, "/queues/emails/pause", "localhost:8080"); status != http.StatusSeeOther {
 		t.Errorf("POST pause with Host localhost:8080: %d, want 303", status)
+	}
+}
+
+// TestJobActionConfirm: the job page's Cancel and Delete lead to a question, which changes
+// nothing and whose form sends the action; where the action would be refused, so is the
+// question.
+func TestJobActionConfirm(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	q := queue(t, b.client, "emails")
+	j := enqueue(t, q, `{}`, nil)
+	id := j.ID.String()
+	_, page := b.get(t, "/jobs/"+id)
+	for _, a := range []string{"cancel", "delete"} {
+		form := regexp.MustCompile(`<form method="(\w+)" action="([^"]*)">[^<]*<button[^>]*data-testid="` + a + `-button"`).FindStringSubmatch(page)
+		if form == nil || form[1] != "get" || form[2] != "../jobs/"+id+"/"+a {
+			t.Errorf("the job page's %s button: %q, want a GET form to ../jobs/%s/%s", a, form, id, a)
+		}
+		status, body := b.get(t, "/jobs/"+id+"/"+a)
+		want := `<form method="post" action="../../jobs/` + id + `/` + a + `">`
+		if status != http.StatusOK || !strings.Contains(body, want) || count(body, "confirm-button") != 1 || count(body, "confirm-back") != 1 {
+			t.Errorf("GET /jobs/%s/%s: %d, want 200 with %s, a confirm button and a way back\n%s", id, a, status, want, body)
+		}
+		if e, err := b.client.Job(t.Context(), j.ID); err != nil || e.Status != pgqueue.StatusAvailable {
+			t.Fatalf("after the question of %s: %v, %v; want the job available still", a, e, err)
+		}
+	}
+	if status, _ := b.get(t, "/jobs/"+id+"/retry"); status != http.StatusMethodNotAllowed {
+		t.Errorf("GET retry: %d, want 405", status)
+	}
+	if status, _ := b.get(t, "/jobs/01JDQ7Z3N2X8W5V0K4R6T9M1CE/delete"); status != http.StatusNotFound {
+		t.Errorf("question of deleting no job: %d, want 404", status)
+	}
+
+	ro := setup(t, &Options{ReadOnly: true})
+	k := enqueue(t, queue(t, ro.client, "emails"), `{}`, nil)
+	if status, body := ro.get(t, "/jobs/"+k.ID.String()+"/delete"); status != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Errorf("read-only question: %d, want 403 read-only", status)
+	}
+	no := setup(t, &Options{Authorize: func(r *http.Request, a Action) error {
+		if a == ActionDelete {
+			return errors.New("not you")
+		}
+		return nil
+	}})
+	k = enqueue(t, queue(t, no.client, "emails"), `{}`, nil)
+	if status, _ := no.get(t, "/jobs/"+k.ID.String()+"/delete"); status != http.StatusForbidden {
+		t.Errorf("question of a refused delete: %d, want 403", status)
 	}
 }

@@ -22,9 +22,11 @@ const (
 )
 
 // events serves the Server-Sent Events stream the pages' script listens to. It sends "status"
-// events ({"state":"live","text":"live"}) when the watch's state changes and "change" events
-// ({"queues":["emails"]} or {"resync":true}) at most every eventGap, until the browser goes, the
-// Handler closes, or a write fails.
+// events ({"state":"live","text":"live"}) when the watch's state changes, "change" events
+// ({"queues":["emails"]} or {"resync":true}) and, after each of the sampler's samples, "sample"
+// events ({}), whether or not a job changed, at most every eventGap, until the browser goes, the
+// Handler closes, the server the request came through begins to shut down (see shutdowns), or a
+// write fails.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	s, ok := h.hub.join()
 	if !ok {
@@ -32,6 +34,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.hub.leave(s)
+	shutdown := h.shutdowns.of(r)
 	rc := http.NewResponseController(w)
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
@@ -58,12 +61,14 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-h.ctx.Done():
 			return
+		case <-shutdown:
+			return
 		case <-heartbeat.C:
 			if !send(": heartbeat\n\n") {
 				return
 			}
 		case <-s.wake:
-			if !send("%s", h.owed(s)) || !h.wait(r, eventGap) {
+			if !send("%s", h.owed(s)) || !h.wait(r, shutdown, eventGap) {
 				return
 			}
 		}
@@ -72,9 +77,10 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 
 // owed renders what s is owed as events.
 func (h *Handler) owed(s *stream) string {
-	queues, resync, status := s.take()
+	o := s.take()
+	queues, resync := o.queues, o.resync
 	var out string
-	if status {
+	if o.status {
 		state, text := h.hub.status()
 		b, _ := json.Marshal(map[string]string{"state": string(state), "text": text})
 		out += "event: status\ndata: " + string(b) + "\n\n"
@@ -87,17 +93,23 @@ func (h *Handler) owed(s *stream) string {
 		}{queues, resync})
 		out += "event: change\ndata: " + string(b) + "\n\n"
 	}
+	if o.sample {
+		out += "event: sample\ndata: {}\n\n"
+	}
 	return out
 }
 
-// wait waits d, and reports false if the request or the Handler ended meanwhile.
-func (h *Handler) wait(r *http.Request, d time.Duration) bool {
+// wait waits d, and reports false if the request or the Handler ended, or shutdown was closed,
+// meanwhile.
+func (h *Handler) wait(r *http.Request, shutdown <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-r.Context().Done():
 		return false
 	case <-h.ctx.Done():
+		return false
+	case <-shutdown:
 		return false
 	case <-t.C:
 		return true

@@ -19,7 +19,13 @@ type event struct{ name, data string }
 // ends. The channel closes when the stream ends.
 func openStream(t *testing.T, ctx context.Context, b *bundle) <-chan event {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url("/events"), nil)
+	return openStreamAt(t, ctx, b.url("/events"))
+}
+
+// openStreamAt opens the event stream at the absolute URL u, as openStream does.
+func openStreamAt(t *testing.T, ctx context.Context, u string) <-chan event {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +152,22 @@ func TestSlowStreamNeverBlocks(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("dispatch blocked on a stream that does not read")
 	}
-	queues, resync, _ := s.take()
-	if !resync || len(queues) != 0 {
-		t.Errorf("after a pile-up: resync %v, %d queues; want a resync alone", resync, len(queues))
+	o := s.take()
+	if !o.resync || len(o.queues) != 0 {
+		t.Errorf("after a pile-up: resync %v, %d queues; want a resync alone", o.resync, len(o.queues))
+	}
+}
+
+// TestEventsSample: with no job changing at all, the stream tells the page of every sample the
+// Handler takes for the charts, so that the overview's charts and counts keep moving.
+func TestEventsSample(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &Options{SampleEvery: 100 * time.Millisecond})
+	enqueue(t, queue(t, b.client, "emails"), `{}`, nil) // before the stream: no change to tell
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	events := openStream(t, ctx, b)
+	for range 3 {
+		waitEvent(t, events, "sample event", func(ev event) bool { return ev.name == "sample" })
 	}
 }

@@ -19,6 +19,9 @@ var funcs = template.FuncMap{
 	"query":       url.QueryEscape,
 	"when":        formatTime,
 	"ago":         formatAgo,
+	"agoms":       func(t time.Time) int64 { return time.Since(t).Milliseconds() },
+	"iso":         func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") },
+	"ms":          time.Duration.Milliseconds,
 	"dur":         formatDuration,
 	"place":       formatPlace,
 	"limits":      formatLimits,
@@ -66,13 +69,14 @@ func formatDuration(d time.Duration) string {
 	return strconv.Itoa(int(d.Hours()/24)) + "d"
 }
 
-// formatPlace writes a JobEntry.Place: "running", "#n", or "—" for a finished job.
+// formatPlace writes a JobEntry.Place: "running", "#n" (digits grouped as formatCount groups
+// them), or "—" for a finished job.
 func formatPlace(place int) string {
 	switch {
 	case place == 0:
 		return "running"
 	case place > 0:
-		return "#" + strconv.Itoa(place)
+		return "#" + formatCount(place)
 	}
 	return "—"
 }

@@ -18,7 +18,9 @@ import (
 var files embed.FS
 
 // Handler serves the dashboard. It is safe for concurrent use. Make one with New and Close it
-// when it is no longer served.
+// when it is no longer served. Its event streams end when the request ends, when Close is
+// called, or when the http.Server they came through begins Shutdown: an open page never holds
+// a graceful shutdown.
 type Handler struct {
 	client  *pgqueue.Client
 	opts    Options
@@ -28,6 +30,8 @@ type Handler struct {
 	sampler *sampler
 	csrf    *http.CrossOriginProtection
 	hosts   map[string]bool // Options.AllowedHosts by hostName; nil: every host
+
+	shutdowns shutdowns // the servers the event streams came through
 
 	ctx    context.Context // ends at Close: ends the event streams and background goroutines
 	cancel context.CancelFunc
@@ -39,7 +43,9 @@ type Handler struct {
 // parses the templates, and does no I/O. It starts one goroutine, which reads every queue's stats
 // each Options.SampleEvery for the charts, until Close. The client must stay open while the
 // Handler is served; live updates need the client to LISTEN (no Config.TransactionPooler without
-// Config.ListenConnString).
+// Config.ListenConnString). Serve it with http.StripPrefix under a prefix (see the package
+// documentation); an http.Server serving it may Shutdown with pages open: their event streams
+// end as the shutdown begins.
 func New(client *pgqueue.Client, opts *Options) (*Handler, error) {
 	if client == nil {
 		return nil, errors.New("dashboard: New needs a client")
@@ -95,7 +101,10 @@ func (h *Handler) Close() {
 	})
 }
 
-// ServeHTTP serves the dashboard's pages, assets, event stream and actions.
+// ServeHTTP serves the dashboard's pages, assets, event stream and actions. It returns at once
+// but for the event stream, which lasts until the browser goes, Close, or the Shutdown of the
+// http.Server the request came through (found in the request's context by
+// http.ServerContextKey).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	// The pages load only their own assets and run no inline script or style; no site may frame
@@ -117,11 +126,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusMovedPermanently)
 		return
 	}
+	if _, pattern := h.mux.Handler(r); pattern == "" && !h.routed(r.URL.Path) {
+		h.notFound(w, r) // ServeMux would say 404 and no more: see notFound
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
 // routes registers every route on h.mux. State changes are POST only and pass the cross-origin
-// check; in read-only mode they are refused whatever they are.
+// check; in read-only mode they are refused whatever they are. Cancelling and deleting a job
+// ask first, on a page of their own (see confirm.go).
 func (h *Handler) routes() {
 	h.mux = http.NewServeMux()
 	assets, _ := fs.Sub(files, "assets")
@@ -132,6 +146,8 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /jobs/{id}", h.viewing(h.jobPage))
 	h.mux.HandleFunc("GET /bulk", h.viewing(h.bulkPage))
 	h.mux.HandleFunc("GET /events", h.viewing(h.events))
+	h.mux.HandleFunc("GET /jobs/{id}/cancel", h.viewing(h.confirmJob(ActionCancel))) // the question first
+	h.mux.HandleFunc("GET /jobs/{id}/delete", h.viewing(h.confirmJob(ActionDelete)))
 
 	h.mux.Handle("POST /queues/{queue}/pause", h.changing(ActionPause, h.pause))
 	h.mux.Handle("POST /queues/{queue}/resume", h.changing(ActionResume, h.resume))

@@ -222,6 +222,15 @@ func (h *hub) takeFinished() (finished map[string]int, covered bool) {
 	return finished, covered
 }
 
+// sampled tells every stream that the sampler took a sample: the charts have a new point.
+func (h *hub) sampled() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.streams {
+		s.mark(func(s *stream) { s.sample = true })
+	}
+}
+
 // stream is one browser's event stream: what it is owed, merged until it takes it.
 type stream struct {
 	wake chan struct{} // holds a signal while something is owed
@@ -230,6 +239,13 @@ type stream struct {
 	queues map[string]bool // queues changed
 	resync bool            // changes were missed: refresh whatever the queue
 	status bool            // the live state changed
+	sample bool            // the sampler took a sample
+}
+
+// owing is what a stream is owed, taken.
+type owing struct {
+	queues                 []string
+	resync, status, sample bool
 }
 
 // mark changes what s is owed with f, and signals it without blocking.
@@ -244,13 +260,13 @@ func (s *stream) mark(f func(*stream)) {
 }
 
 // take returns and clears what s is owed.
-func (s *stream) take() (queues []string, resync, status bool) {
+func (s *stream) take() owing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	o := owing{resync: s.resync, status: s.status, sample: s.sample}
 	for q := range s.queues {
-		queues = append(queues, q)
+		o.queues = append(o.queues, q)
 	}
-	resync, status = s.resync, s.status
-	s.queues, s.resync, s.status = map[string]bool{}, false, false
-	return queues, resync, status
+	s.queues, s.resync, s.status, s.sample = map[string]bool{}, false, false, false
+	return o
 }

@@ -22,13 +22,28 @@ type jobData struct {
 	TraceID  string   // the trace id of a W3C traceparent in the metadata, if any
 }
 
-// findJob serves the search box of every page: ?id= redirects to the job's page.
+// findJob serves the search box of every page: ?id= redirects to the job's page if there is
+// one, else answers a page saying there is none — 200, a search's answer, where the job's page
+// answers 404 (a browser writes that status to its console).
 func (h *Handler) findJob(w http.ResponseWriter, r *http.Request) {
 	id, ok := h.parseID(w, r, r.URL.Query().Get("id"))
 	if !ok {
 		return
 	}
-	seeOther(w, r, "jobs/"+id.String(), "", 0)
+	_, err := h.client.Job(r.Context(), id)
+	switch {
+	case errors.Is(err, pgqueue.ErrNotFound):
+		h.render(w, r, http.StatusOK, "error", &view{Title: "No such job", Data: noJob(id)})
+	case err != nil:
+		h.serverError(w, r, "look the job up", err)
+	default:
+		seeOther(w, r, "jobs/"+id.String(), "", 0)
+	}
+}
+
+// noJob says that there is no job id.
+func noJob(id ulid.ULID) string {
+	return "No job " + id.String() + ": it never existed, or it was deleted (a completed job is, at once, unless retention keeps it)."
 }
 
 // parseID parses a job id given by the user, or answers 400.
@@ -49,7 +64,7 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := h.client.Job(r.Context(), id)
 	if errors.Is(err, pgqueue.ErrNotFound) {
-		h.fail(w, r, http.StatusNotFound, "No job "+id.String()+": it never existed, or it was deleted (a completed job is, at once, unless retention keeps it).")
+		h.fail(w, r, http.StatusNotFound, noJob(id))
 		return
 	} else if err != nil {
 		h.serverError(w, r, "read the job", err)

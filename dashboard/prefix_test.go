@@ -20,7 +20,7 @@ func TestPrefix(t *testing.T) {
 	j := enqueue(t, q, `{}`, nil)
 	enqueue(t, q, `{}`, nil)
 	attr := regexp.MustCompile(`(?:href|action|src|data-events)="([^"]*)"`)
-	for _, path := range []string{"/", "/queues/emails", "/queues/emails?status=failed", "/jobs/" + j.ID.String(), "/bulk"} {
+	for _, path := range []string{"/", "/queues/emails", "/queues/emails?status=failed", "/jobs/" + j.ID.String(), "/jobs/" + j.ID.String() + "/delete", "/bulk"} {
 		page, _ := url.Parse(b.url(path))
 		status, body := b.get(t, path)
 		if status != http.StatusOK {
@@ -62,5 +62,40 @@ func TestPrefix(t *testing.T) {
 	ref, _ = url.Parse(loc)
 	if abs := page.ResolveReference(ref); status != http.StatusSeeOther || abs.Path != "/pgqueue/jobs/"+j.ID.String() {
 		t.Errorf("redirect of the search: %d to %s", status, abs)
+	}
+}
+
+// TestMountedWithoutStripPrefix: mounted under /pgqueue/ without http.StripPrefix, every page
+// is answered 404 with a text that says how to mount it, naming the prefix its path shows.
+// Mounted right, a path the dashboard does not have is a plain 404 page, without that advice.
+func TestMountedWithoutStripPrefix(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/pgqueue/", b.h)
+	mux.Handle("/admin/tools/queues/", b.h)
+	for path, prefix := range map[string]string{
+		"/pgqueue/":                           "/pgqueue",
+		"/pgqueue/queues/emails":              "/pgqueue",
+		"/pgqueue/assets/app.css":             "/pgqueue",
+		"/pgqueue/events":                     "/pgqueue",
+		"/admin/tools/queues/jobs/01JDQ7Z3N2": "/admin/tools/queues",
+	} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		want := `http.StripPrefix("` + prefix + `", h)`
+		if body := rec.Body.String(); rec.Code != http.StatusNotFound || !strings.Contains(body, want) {
+			t.Errorf("GET %s mounted without StripPrefix: %d %q, want 404 saying %s", path, rec.Code, body, want)
+		}
+	}
+
+	b = setupAt(t, "/pgqueue", nil)
+	status, body := b.get(t, "/no/such/page")
+	if status != http.StatusNotFound || count(body, "error-message") != 1 || strings.Contains(body, "StripPrefix") {
+		t.Errorf("GET /pgqueue/no/such/page mounted right: %d %q, want a 404 page without advice on mounting", status, body)
+	}
+	// The routes that answer another method still say so.
+	if status, _ := b.get(t, "/queues/emails/pause"); status != http.StatusMethodNotAllowed {
+		t.Errorf("GET pause: %d, want 405", status)
 	}
 }

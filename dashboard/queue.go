@@ -76,12 +76,13 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &queueData{Name: q.Name(), Tabs: tabs, Tab: t, Cursor: r.URL.Query().Get("cursor")}
-	status := http.StatusOK
 	if id := r.URL.Query().Get("id"); id != "" {
 		if h.searchJob(w, r, q.Name(), id) {
 			return
 		}
-		d.Search, d.Missing, status = id, true, http.StatusNotFound
+		// A search that finds nothing is a page of the queue saying so: 200, as its refreshes
+		// are (an error status would be written to the browser's console at each).
+		d.Search, d.Missing = id, true
 	}
 	stats, err := q.Stats(r.Context())
 	if err != nil {
@@ -102,7 +103,7 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	for _, e := range page.Jobs {
 		d.Jobs = append(d.Jobs, newJobRow(e, can.Payload))
 	}
-	h.render(w, r, status, "queue", &view{Title: q.Name(), Queue: q.Name(), Flash: flashOf(r), Can: can, Data: d})
+	h.render(w, r, http.StatusOK, "queue", &view{Title: q.Name(), Queue: q.Name(), Flash: flashOf(r), Can: can, Data: d})
 }
 
 // queueOf returns the queue the path names, or answers 404 if the name is not a valid one.

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"encoding/json"
 	"html"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -102,9 +103,11 @@ func TestSearchByID(t *testing.T) {
 			t.Errorf("search %s: %d %q, want 303 %q", id, status, loc, want)
 		}
 	}
+	// A search that finds nothing is the queue's page saying so, 200: a browser would write an
+	// error status to its console, and again at every live refresh of the page.
 	status, body := b.get(t, "/queues/emails?id="+o.ID.String())
-	if status != http.StatusNotFound || count(body, "search-missing") != 1 {
-		t.Errorf("search of another queue's job: %d, missing %d", status, count(body, "search-missing"))
+	if status != http.StatusOK || count(body, "search-missing") != 1 {
+		t.Errorf("search of another queue's job: %d, missing %d; want 200, 1", status, count(body, "search-missing"))
 	}
 	if status, _ := b.get(t, "/queues/emails?id=nope"); status != http.StatusBadRequest {
 		t.Errorf("search of a bad id: %d, want 400", status)
@@ -112,6 +115,10 @@ func TestSearchByID(t *testing.T) {
 	// The header's search finds a job of any queue.
 	if status, loc := b.get(t, "/jobs?id="+pgqueue.FormatUUID(o.ID)); status != http.StatusSeeOther || loc != "./jobs/"+o.ID.String() {
 		t.Errorf("global search: %d %q", status, loc)
+	}
+	never := "01JDQ7Z3N2X8W5V0K4R6T9M1CE"
+	if status, body := b.get(t, "/jobs?id="+never); status != http.StatusOK || !strings.Contains(body, "No job "+never) {
+		t.Errorf("global search of no job: %d %q, want 200 saying there is none", status, body)
 	}
 	if status, _ := b.get(t, "/jobs?id=%3Cscript%3E"); status != http.StatusBadRequest {
 		t.Errorf("global search of a bad id: %d, want 400", status)
@@ -152,6 +159,18 @@ func TestJobPage(t *testing.T) {
 	}
 	if status, _ := b.get(t, "/jobs/01JDQ7Z3N2X8W5V0K4R6T9M1CE"); status != http.StatusNotFound {
 		t.Errorf("unknown job: %d, want 404", status)
+	}
+	// The page's script refetching a job deleted meanwhile gets 200 and the message to show,
+	// the page's status in a header: a browser writes every error status to its console.
+	resp, err := b.http.Get(b.url("/jobs/01JDQ7Z3N2X8W5V0K4R6T9M1CE?fragment=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Pgqueue-Status") != "404" || count(string(frag), "error-message") != 1 {
+		t.Errorf("fragment of an unknown job: %d, Pgqueue-Status %q, %q; want 200, 404 and the message",
+			resp.StatusCode, resp.Header.Get("Pgqueue-Status"), frag)
 	}
 	if status, _ := b.get(t, "/jobs/nope"); status != http.StatusBadRequest {
 		t.Errorf("bad id: %d, want 400", status)

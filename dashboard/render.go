@@ -11,7 +11,7 @@ import (
 )
 
 // pageNames are the page templates; each is parsed with layout.html into a set of its own.
-var pageNames = []string{"overview", "queue", "job", "bulk", "error"}
+var pageNames = []string{"overview", "queue", "job", "bulk", "confirm", "error"}
 
 // pages are the parsed templates, by page.
 type pages struct {
@@ -60,11 +60,18 @@ func baseOf(r *http.Request) string {
 // render writes page with v, or only its live part (the "live" template) when the request asks
 // for the fragment (?fragment=1), which the page's script swaps in on a change. The page is
 // rendered into a buffer first, so a template error becomes a 500, not half a page.
+//
+// A fragment is answered 200 whatever status the page has, the page's own status in the
+// Pgqueue-Status header: it is the page's script that asks for it, to show what the page now
+// says (the job was deleted, access was withdrawn), and a browser writes every response with an
+// error status to the console, once per refresh of a page that stays open.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, page string, v *view) {
 	v.Base = baseOf(r)
 	name := "layout"
 	if r.URL.Query().Get("fragment") == "1" {
 		name = "live"
+		w.Header().Set("Pgqueue-Status", strconv.Itoa(status))
+		status = http.StatusOK
 	}
 	var buf bytes.Buffer
 	if err := h.pages.sets[page].ExecuteTemplate(&buf, name, v); err != nil {

@@ -94,8 +94,8 @@ func (s *sampler) run(ctx context.Context) {
 	}
 }
 
-// sample reads the stats and the watch's counts, and records them as the latest sample.
-// A failed read is logged and recorded as a gap.
+// sample reads the stats and the watch's counts, records them as the latest sample, and tells
+// the event streams. A failed read is logged and recorded as a gap.
 func (s *sampler) sample(ctx context.Context) {
 	qctx, cancel := context.WithTimeout(ctx, s.every)
 	defer cancel()
@@ -111,6 +111,7 @@ func (s *sampler) sample(ctx context.Context) {
 		finished = nil
 	}
 	s.record(st, finished, 1/s.every.Seconds())
+	s.hub.sampled() // the open overviews refresh: a new point, and counts and waits as they are now
 }
 
 // record records st and the watch's counts of finished jobs by queue as the latest sample, then

@@ -124,3 +124,72 @@ func paused(t *testing.T, q *pgqueue.Queue[email]) bool {
 	}
 	return s.Paused
 }
+
+// TestDeleteNeedsConfirm: deleting a running job from its page takes two clicks. The first,
+// on Delete, only asks (the page says the job is running and will be stopped) and the job runs
+// on; the second, on the confirmation's button, deletes it and stops its handler.
+func TestDeleteNeedsConfirm(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	emails := queue(t, e.client, "emails")
+	id := enqueue(t, emails, "ada@example.com", nil)
+	started, stopped := make(chan struct{}), make(chan struct{})
+	runWorker(t, e.client, emails, func(ctx context.Context, j *pgqueue.Job[email]) error {
+		close(started)
+		<-ctx.Done()
+		close(stopped)
+		return ctx.Err()
+	})
+	select {
+	case <-started:
+	case <-time.After(waitTimeout):
+		t.Fatalf("the worker did not start the job within %s", waitTimeout)
+	}
+
+	p := e.page
+	p.open("/jobs/" + id.String())
+	p.waitExact(testid("job-status"), "running")
+	p.follow(testid("delete-button"))
+	if got := e.jobStatus(id); got != pgqueue.StatusRunning {
+		t.Fatalf("one click on Delete: the job is %q, want it running until the delete is confirmed", got)
+	}
+	p.waitText(testid("confirm-message"), "running")
+	p.follow(testid("confirm-button"))
+	p.waitText(testid("flash"), "deleted")
+	if got := e.jobStatus(id); got != "" {
+		t.Errorf("after confirming: the job is %q, want it deleted", got)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(waitTimeout):
+		t.Errorf("the handler of the deleted job was not stopped within %s", waitTimeout)
+	}
+}
+
+// TestCancelNeedsConfirm: cancelling a job from its page asks first; going back from the
+// question leaves the job waiting, confirming cancels it.
+func TestCancelNeedsConfirm(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	id := enqueue(t, queue(t, e.client, "emails"), "ada@example.com", &pgqueue.EnqueueOptions{Delay: time.Hour})
+
+	p := e.page
+	p.open("/jobs/" + id.String())
+	p.waitExact(testid("job-status"), "scheduled")
+	p.follow(testid("cancel-button"))
+	if got := e.jobStatus(id); got != pgqueue.StatusScheduled {
+		t.Fatalf("one click on Cancel: the job is %q, want it scheduled until the cancel is confirmed", got)
+	}
+	p.follow(testid("confirm-back"))
+	p.waitExact(testid("job-status"), "scheduled")
+	if got := e.jobStatus(id); got != pgqueue.StatusScheduled {
+		t.Fatalf("after Cancel and going back: the job is %q, want it scheduled", got)
+	}
+	p.follow(testid("cancel-button"))
+	p.follow(testid("confirm-button"))
+	p.waitText(testid("flash"), "cancelled")
+	p.waitExact(testid("job-status"), "cancelled")
+	if got := e.jobStatus(id); got != pgqueue.StatusCancelled {
+		t.Errorf("after confirming: the job is %q, want it cancelled", got)
+	}
+}

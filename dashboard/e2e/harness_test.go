@@ -118,36 +118,51 @@ type page struct {
 	ctx  context.Context
 	base string // the server's URL, without a trailing slash
 
+	marks chan string // the marks of flushConsole, as the console's reader reaches them
+
 	mu      sync.Mutex
 	console []string // the console errors and uncaught exceptions of the tab so far
 	allowed []string // console errors containing one of these are expected
+	flushes int      // flushConsole's marks so far
 }
 
+// consoleMark starts the console.debug messages flushConsole writes.
+const consoleMark = "e2e: console flushed to here"
+
 // newPage opens a tab for t, in a browser context of its own, with a 1280×800 viewport, whose
-// paths are relative to base. When the test ends the tab is closed, and the test fails if the
-// page wrote an error to the console or threw an exception that nothing caught. Call it after
-// starting the server, so that the tab closes before the server does.
+// paths are relative to base. When the test ends the tab is closed, and the test fails if any
+// page it showed wrote an error to the console (a call of console.error, a resource answered
+// with an error status, a blocked request) or threw an exception or rejected a promise that
+// nothing caught, or if the console could not be read. Call it after starting the server, so
+// that the tab closes before the server does.
 func newPage(t *testing.T, base string) *page {
 	t.Helper()
 	tab, cancelTab := chromedp.NewContext(sharedBrowser(t), chromedp.WithNewBrowserContext())
 	ctx, cancel := context.WithTimeout(tab, pageTimeout)
-	p := &page{t: t, ctx: ctx, base: strings.TrimSuffix(base, "/")}
+	p := &page{t: t, ctx: ctx, base: strings.TrimSuffix(base, "/"), marks: make(chan string, 1)}
 	messages := chromedp.Console(ctx)
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		for m, err := range messages {
-			if err != nil {
+			switch {
+			case err != nil && ctx.Err() == nil:
+				p.record(fmt.Sprintf("(the console could not be read: %v)", err))
 				return
-			}
-			if m.Type == chromedp.ConsoleError || m.IsException() {
-				p.mu.Lock()
-				p.console = append(p.console, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line+1))
-				p.mu.Unlock()
+			case err != nil:
+				return
+			case m.Type == chromedp.ConsoleDebug && strings.HasPrefix(m.Text, consoleMark):
+				select {
+				case p.marks <- m.Text:
+				default:
+				}
+			case m.Type == chromedp.ConsoleError || m.IsException():
+				p.record(fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line+1))
 			}
 		}
 	}()
 	t.Cleanup(func() {
+		p.flushConsole() // what the page wrote last, a refresh's error say, is read too
 		cancel()
 		cancelTab()
 		<-read
@@ -159,6 +174,36 @@ func newPage(t *testing.T, base string) *page {
 		t.Fatalf("opening a tab: %v", err)
 	}
 	return p
+}
+
+// record records a console error of the tab.
+func (p *page) record(msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.console = append(p.console, msg)
+}
+
+// flushConsole writes a mark to the tab's console and waits, up to 5 seconds, for the reader
+// to reach it: every message the tab wrote before is recorded then. It returns the console
+// errors so far, as consoleErrors does. A tab that no longer answers is not waited for.
+func (p *page) flushConsole() []string {
+	p.mu.Lock()
+	p.flushes++
+	mark := fmt.Sprintf("%s %d", consoleMark, p.flushes)
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](fmt.Sprintf("console.debug(%q)", mark))); err == nil {
+		for done := false; !done; {
+			select {
+			case m := <-p.marks:
+				done = m == mark
+			case <-ctx.Done():
+				done = true
+			}
+		}
+	}
+	return p.consoleErrors()
 }
 
 // consoleErrors returns the console errors and uncaught exceptions of the tab so far, except

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/dashboard"
 )
 
 // markPage sets a mark on the page's window: it is gone if the page reloads.
@@ -127,4 +130,78 @@ func TestSwapWaitsForRelease(t *testing.T) {
 		t.Fatal("the page says paused, but the queue is not paused in the database")
 	}
 	p.waitVisible(jobRow(second))
+}
+
+// TestTimesMoveWhileIdle: with no job changing at all (a stuck queue, as an operator watches
+// it), the pages keep moving: the queue's wait and a job's "… ago" count up, and the
+// overview's wait and charts follow the samples.
+func TestTimesMoveWhileIdle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{dashboard: &dashboard.Options{SampleEvery: 500 * time.Millisecond, History: time.Minute}})
+	id := enqueue(t, queue(t, e.client, "emails"), "ada@example.com", nil)
+
+	p := e.page
+	p.open("/queues/emails")
+	waitSettled(p)
+	waitChanges(p, in(jobRow(id), "time"), "textContent", 3)
+	waitChanges(p, testid("oldest-wait"), "textContent", 3)
+
+	// The overview refreshes on the server's samples: it does not settle. A new stream's start
+	// refreshes it twice at most, so three changes of each are the page moving on its own.
+	p.open("/")
+	waitLive(p)
+	waitChanges(p, in(row("emails"), testid("oldest-wait")), "textContent", 3)
+	waitChanges(p, in(row("emails"), testid("chart-wait")), "innerHTML", 3)
+}
+
+// waitSettled waits for the page's live updates to connect and for the refreshes a new stream
+// starts with to be over (none for a second): what changes after that, no job made change.
+func waitSettled(p *page) {
+	p.t.Helper()
+	waitLive(p)
+	p.waitJS("the refreshes of the stream's start", `() => {
+		const n = document.querySelector("[data-live]").dataset.refreshes || "0";
+		if (n === "0" || n !== window.e2eRefreshes) {
+			window.e2eRefreshes = n;
+			window.e2eSince = Date.now();
+			return false;
+		}
+		return Date.now() - window.e2eSince >= 1000;
+	}`)
+}
+
+// waitChanges waits for the property prop (textContent, innerHTML) of the first element
+// matching the CSS selector to change n times, each within 3 seconds.
+func waitChanges(p *page, sel, prop string, n int) {
+	p.t.Helper()
+	read := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e[%q] : "(no element)"; })()`, sel, prop)
+	before := p.eval(read, sel)
+	for range n {
+		deadline := time.Now().Add(3 * time.Second)
+		now := before
+		for ; now == before; now = p.eval(read, sel) {
+			if time.Now().After(deadline) {
+				p.t.Fatalf("the %s of %s stayed %q for 3s with no job changing: the page froze", prop, sel, before)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		before = now
+	}
+}
+
+// TestDueRefreshes: a job's page counts down to the job's run time, and refreshes when it
+// comes, with no job changing: what the job is then is on the page.
+func TestDueRefreshes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	id := enqueue(t, queue(t, e.client, "emails"), "ada@example.com", &pgqueue.EnqueueOptions{Delay: 8 * time.Second})
+
+	p := e.page
+	p.open("/jobs/" + id.String())
+	p.waitExact(testid("job-status"), "scheduled")
+	waitSettled(p)
+	refreshes := refreshCount(p)
+	p.waitText("time[data-ago]", "in ")
+	p.waitText("time[data-ago]", " ago")
+	p.waitJS("the page to refresh as the job comes due", `(before) => Number(document.querySelector("[data-live]").dataset.refreshes || "0") > before`, refreshes)
 }
