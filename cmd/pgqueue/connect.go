@@ -54,11 +54,11 @@ func (a *app) connect(ctx context.Context) error {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return wrapf(err, "connect")
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return fmt.Errorf("connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+		return wrapf(err, "connect to %s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
 	}
 	logger := slog.New(slog.NewTextHandler(a.std.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	client, err := pgqueue.NewClient(pool, &pgqueue.Config{Logger: logger})

@@ -143,7 +143,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, q *pgqueue.Queue[rawJSON], f *enqu
 	}, bar.update)
 	bar.finish()
 	if err != nil {
-		return fmt.Errorf("after %d jobs enqueued: %w", n, err)
+		return wrapf(err, "after %d jobs enqueued", n)
 	}
 	if a.json {
 		return writeJSON(a.std.out, enqueueFileJSON{Queue: q.Name(), Enqueued: n})
