@@ -66,9 +66,21 @@ func report(w io.Writer, path string, err error) {
 		fmt.Fprintln(w, hinted.hint)
 	}
 	if errors.Is(err, pgqueue.ErrSchemaVersion) {
-		fmt.Fprintln(w, "To migrate the schema with this command: pgqueue migrate up (see 'pgqueue migrate --help').")
+		fmt.Fprintln(w, schemaHint(err))
 	}
 	if exitCode(err) == exitUsage {
 		fmt.Fprintf(w, "Run '%s --help' for usage.\n", path)
 	}
+}
+
+// schemaHint is the advice after an error about the schema's version, which says in the
+// library's words what to run from an application: the same with this command, or, for a
+// schema newer than this command, which command to use.
+func schemaHint(err error) string {
+	var se *pgqueue.SchemaError
+	if errors.As(err, &se) && se.Have > se.Want {
+		return "This pgqueue command is older than the schema: use the pgqueue command of the release the application runs."
+	}
+	return "To migrate with this command: pgqueue migrate up; with the application's goose: " +
+		"pgqueue migrate get --dir DIR, then goose up (see 'pgqueue migrate --help')."
 }
