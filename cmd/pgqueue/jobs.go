@@ -28,7 +28,9 @@ func (a *app) jobsCommand() *cobra.Command {
 		Long: `List jobs a page at a time, queue by queue, in the order they will run: running
 jobs (place 0), then waiting ones with their place in line (1, 2, ...), then
 finished ones (place -1) in the order they finished. By default the live jobs
-(running, available, scheduled) of every queue.
+(running, available, scheduled) of every queue; the last page ends with how
+many jobs of those queues the status filter hides ("3 failed are hidden:
+--status failed to see them"). KEY is the job's flow-control key (--key).
 
 When there are more, the last line gives the cursor of the next page: pass it
 with --cursor and the same --queue and --status.
@@ -57,7 +59,13 @@ with --cursor and the same --queue and --status.
 			if a.json {
 				return writeJSON(a.std.out, page)
 			}
-			return writeJobsPage(a.std.out, page, time.Now())
+			var hidden string
+			if page.Next == "" {
+				if hidden, err = hiddenByFilter(cmd.Context(), client, &opts); err != nil {
+					return err
+				}
+			}
+			return writeJobsPage(a.std.out, page, time.Now(), hidden)
 		},
 	}
 	f := cmd.Flags()
@@ -105,22 +113,29 @@ func completeStatuses(*cobra.Command, []string, string) ([]string, cobra.ShellCo
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
-// writeJobsPage writes a page as a table, then the next page's cursor.
-func writeJobsPage(w io.Writer, page *pgqueue.JobPage[rawJSON], now time.Time) error {
+// writeJobsPage writes a page as a table, then the next page's cursor, or on the last page what
+// the filter hides (hidden; "" if nothing).
+func writeJobsPage(w io.Writer, page *pgqueue.JobPage[rawJSON], now time.Time, hidden string) error {
 	if len(page.Jobs) == 0 {
-		fmt.Fprintln(w, "no jobs")
-		return nil
+		if hidden != "" {
+			hidden = "; " + hidden
+		}
+		_, err := fmt.Fprintf(w, "no jobs match%s\n", hidden)
+		return err
 	}
-	t := newTable(w, "ID", "QUEUE", "STATUS", "PLACE", "ATTEMPT", "PRIORITY", "RUN AT", "CREATED", "LAST ERROR")
+	t := newTable(w, "ID", "QUEUE", "STATUS", "PLACE", "ATTEMPT", "PRIORITY", "KEY", "RUN AT", "CREATED", "LAST ERROR")
 	for _, e := range page.Jobs {
 		t.row(e.ID.String(), e.Queue, string(e.Status), place(e.Place), fmt.Sprintf("%d/%d", e.Attempt, e.MaxAttempts),
-			strconv.Itoa(e.Priority), humanTime(e.RunAt, now), humanTime(e.CreatedAt, now), lastError(e.Errors, 60))
+			strconv.Itoa(e.Priority), orDash(e.Key), humanTime(e.RunAt, now), humanTime(e.CreatedAt, now), lastError(e.Errors, 60))
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
 	if page.Next != "" {
 		fmt.Fprintf(w, "\nmore: --cursor %s\n", page.Next)
+	}
+	if hidden != "" {
+		fmt.Fprintf(w, "\n%s\n", hidden)
 	}
 	return nil
 }
