@@ -150,6 +150,32 @@ func TestMigrateGetWritesGooseFiles(t *testing.T) {
 	}
 }
 
+// Without --first-version, --dir numbers the files from one above the highest goose version in
+// the directory (its .sql and .go files), or from 1 in a directory without migrations.
+func TestMigrateGetDirPicksTheNextVersion(t *testing.T) {
+	t.Parallel()
+	e := &env{t: t, schema: "unused"}
+	dir := t.TempDir()
+	for _, name := range []string{"00007_app_init.sql", "00041_app_users.go", "00090_notes.txt", "README.md"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("-- +goose Up\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var files []gooseFileJSON
+	e.okJSON(&files, "migrate", "get", "--dir", dir)
+	if len(files) != migrationCount(t) || files[0].Version != 42 || !strings.HasPrefix(files[0].Name, "00042_pgqueue_") {
+		t.Fatalf("wrote %+v, want the files from version 42", files)
+	}
+	if out := e.ok("", "migrate", "get", "--dir", dir); !strings.Contains(out, "already has every pgqueue migration") {
+		t.Errorf("second run:\n%s", out)
+	}
+	empty := t.TempDir()
+	e.okJSON(&files, "migrate", "get", "--dir", empty)
+	if len(files) == 0 || files[0].Version != 1 {
+		t.Errorf("in an empty directory: %+v, want the files from version 1", files)
+	}
+}
+
 // migrationCount is how many migrations pgqueue has.
 func migrationCount(t *testing.T) int {
 	files, err := pgqueue.GooseMigrations(0, 1)
