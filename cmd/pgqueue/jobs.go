@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/pgqueue/pgqueue"
@@ -179,7 +181,9 @@ func (a *app) jobCommand() *cobra.Command {
 		Short: "Show a job: its payload, timings and every attempt's error and stack",
 		Long: `Show a job of any queue: its state and place in line, timings, payload,
 metadata, and every failed attempt's error with the stack of a panic. ID is the
-job's ULID or the uuid pgqueue_jobs.id holds. Exit code 3 if there is no such job.
+job's ULID or the uuid pgqueue_jobs.id holds. Exit code 3 if there is no such job:
+finished jobs are deleted when their retention ends, a completed one at once
+unless the application's pgqueue.Config.Retention keeps it.
 
 --json: pgqueue's JobEntry: the job's object as in "jobs --json", with "place".`,
 		Example: "  pgqueue job 01JDQ7Z3N2X8W5V0K4R6T9M1CE",
@@ -194,6 +198,9 @@ job's ULID or the uuid pgqueue_jobs.id holds. Exit code 3 if there is no such jo
 				return err
 			}
 			entry, err := client.Job(cmd.Context(), id)
+			if errors.Is(err, pgqueue.ErrNotFound) {
+				return &hintedError{err, retentionHint(id, time.Now())}
+			}
 			if err != nil {
 				return err
 			}
@@ -203,6 +210,31 @@ job's ULID or the uuid pgqueue_jobs.id holds. Exit code 3 if there is no such jo
 			return writeJob(a.std.out, entry, time.Now())
 		},
 	}
+}
+
+// retentionHint is the advice after a job was not found: finished jobs are deleted once their
+// retention period ends, and when the job's id was made (a ULID holds its time), so that a
+// reader can tell a job long gone from a wrong id.
+func retentionHint(id ulid.ULID, now time.Time) string {
+	kept := days(pgqueue.RetentionFailedDefault)
+	if pgqueue.RetentionCancelledDefault != pgqueue.RetentionFailedDefault {
+		kept += " and " + days(pgqueue.RetentionCancelledDefault)
+	}
+	return fmt.Sprintf("Finished jobs are deleted when their retention ends: a completed job at once unless the "+
+		"application's pgqueue.Config.Retention.Completed (or QueueRetention) keeps it, a failed or cancelled one "+
+		"after %s by default (Retention.Failed, Retention.Cancelled).\nThis id was made %s.",
+		kept, fullTime(ulid.Time(id.Time()), now))
+}
+
+// days writes d in whole days, "7 days", or as humanDuration does if it is not whole days.
+func days(d time.Duration) string {
+	if d%(24*time.Hour) != 0 {
+		return humanDuration(d)
+	}
+	if n := d / (24 * time.Hour); n != 1 {
+		return fmt.Sprintf("%d days", n)
+	}
+	return "1 day"
 }
 
 // writeJob writes one job for a person: fields, payload, metadata, then the attempts' errors.
