@@ -35,7 +35,10 @@ func (a *app) enqueueCommand() *cobra.Command {
 		Long: `Enqueue one job with the payload JSON, or, with --file, one job per line of a
 file of JSON lines ("-": standard input), in batches of --batch jobs, each batch
 one transaction (COPY). A progress bar is drawn on standard error when it is a
-terminal. The options apply to every job; --unique-key only to a single job.
+terminal. A line that is not JSON, or longer than the payload limit (1 MiB,
+pgqueue's MaxPayloadBytesDefault), stops the run, naming the line; the batches
+before it stay enqueued. The options apply to every job; --unique-key only to
+a single job.
 
 --json: one job: the job as in "job --json" ("duplicate": true when a live job
 with the same --unique-key was returned instead). With --file:

@@ -52,7 +52,8 @@ Connection: --database-url, else $DATABASE_URL, else libpq's PG* variables
 pgqueue's tables live in (default: the first schema of the role's search_path).
 
 Output is for people by default; --json prints JSON for scripts instead, in
-the shapes each command's help gives.`,
+the shapes each command's help gives. Errors go to standard error, each once,
+as "pgqueue: what failed: why", with advice on the lines after.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
