@@ -16,7 +16,14 @@ import (
 // (hijacked) when the first Run starts, and the pool may open another in its place. Handlers
 // need connections of their own on top: Job.Update takes one for its statement, and a handler's
 // own queries and transactions take theirs.
-const RuntimeConns = 3 + claimConns + 1
+//
+// It is 6: the heartbeat, completer and maintenance loop (3), the claim loop's connections
+// (claimConns, 2) and the express claim (1).
+const RuntimeConns = 6
+
+// RuntimeConns is written as a number so that go doc shows it; this fails to compile (an array
+// of negative or non-zero length is not a [0]struct{}) unless it is still the sum it documents.
+var _ [0]struct{} = [RuntimeConns - (3 + claimConns + 1)]struct{}{}
 
 const (
 	// poolWaitShare is the share of wall time that callers of the pool, added up, may spend

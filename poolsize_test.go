@@ -3,6 +3,9 @@ package pgqueue
 import (
 	"context"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log/slog"
 	"strings"
 	"testing"
@@ -68,5 +71,28 @@ func TestPoolWaitWarning(t *testing.T) {
 		if logs := out.String(); !c.warned && strings.Contains(logs, warning) {
 			t.Errorf("%s: warned:\n%s", c.name, logs)
 		}
+	}
+}
+
+// RuntimeConns is written as a number, so that go doc shows how many connections it is; the
+// compile-time check beside it keeps the number equal to the parts it counts.
+func TestRuntimeConnsIsALiteral(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "poolsize.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var value ast.Expr
+	ast.Inspect(f, func(n ast.Node) bool {
+		if spec, ok := n.(*ast.ValueSpec); ok && len(spec.Names) == 1 && spec.Names[0].Name == "RuntimeConns" && len(spec.Values) == 1 {
+			value = spec.Values[0]
+		}
+		return value == nil
+	})
+	if value == nil {
+		t.Fatal("poolsize.go declares no constant RuntimeConns with one value")
+	}
+	if lit, ok := value.(*ast.BasicLit); !ok || lit.Value != fmt.Sprint(RuntimeConns) {
+		t.Errorf("RuntimeConns is declared as %T, not as the literal %d: go doc would show the expression", value, RuntimeConns)
 	}
 }

@@ -70,7 +70,7 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 
 // run serves the queues until ctx ends, then shuts down: see Client.Run.
 func (rt *runtime) run(ctx context.Context) error {
-	if err := rt.c.checkSchemaBeforeRun(ctx); err != nil {
+	if err := rt.c.checkBeforeRun(ctx); err != nil {
 		return err
 	}
 	rt.set.start(ctx)

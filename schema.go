@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // SchemaVersion is the pgqueue schema version this code needs: the version of the latest
@@ -72,30 +73,22 @@ func (c *Client) CheckSchema(ctx context.Context) error {
 		return fmt.Errorf("pgqueue: check schema: %w", err)
 	}
 	defer conn.Release()
-	s, err := readSchemaState(ctx, func(ctx context.Context, query string, dest ...any) error {
-		return conn.QueryRow(ctx, query).Scan(dest...)
-	})
-	if err != nil {
-		return fmt.Errorf("pgqueue: check schema: %w", err)
-	}
-	if err := s.check(); err != nil {
+	if err := checkSchemaOn(ctx, conn); err != nil {
 		return fmt.Errorf("pgqueue: check schema: %w", err)
 	}
 	return nil
 }
 
-// checkSchemaBeforeRun is Client.Run's check: a schema at another version would fail every
-// statement, so Run returns its *SchemaError at once. Not reaching the database does not stop
-// Run: it is logged, and left to the runtime's loops, which report it and retry.
-func (c *Client) checkSchemaBeforeRun(ctx context.Context) error {
-	err := c.CheckSchema(ctx)
-	if errors.Is(err, ErrSchemaVersion) {
+// checkSchemaOn reads the schema's state on conn and returns a *SchemaError unless it is at
+// SchemaVersion.
+func checkSchemaOn(ctx context.Context, conn *pgxpool.Conn) error {
+	s, err := readSchemaState(ctx, func(ctx context.Context, query string, dest ...any) error {
+		return conn.QueryRow(ctx, query).Scan(dest...)
+	})
+	if err != nil {
 		return err
 	}
-	if err != nil && ctx.Err() == nil {
-		c.cfg.Logger.Warn("pgqueue: could not check the schema version; serving anyway", "error", err)
-	}
-	return nil
+	return s.check()
 }
 
 // rowReader runs a query without arguments that returns one row and scans it into dest: over

@@ -243,6 +243,13 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 // it returns ErrHandlersStuck). Database errors while running do not stop Run: they are
 // reported as EventError and retried.
 //
+// Before any work, Run connects and checks the schema, and returns at once what no retry would
+// mend: a *SchemaError (the schema is not at SchemaVersion), or the server's *pgconn.PgError
+// when it refuses the pool's configuration — an unknown role or wrong password (SQLSTATE class
+// 28), an unknown database (3D000), a missing privilege such as CONNECT (42501) — as
+// "pgqueue: run: connect: …". A server it cannot reach at start is an outage: Run serves and
+// retries with back-off, as it does for any outage later.
+//
 // The workers must belong to c, serve distinct queues, and not be running in another Run call
 // (ErrWorkerRunning). Run logs a warning when callers of the pool (its own statements and the
 // handlers) keep waiting for connections: the pool is too small for the work.

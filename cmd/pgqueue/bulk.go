@@ -106,6 +106,7 @@ type bulkResultJSON struct {
 	ID     string `json:"id"`
 	Result string `json:"result,omitempty"`
 	Error  string `json:"error,omitempty"`
+	err    error  // what Error says
 }
 
 // bulkByID runs act on each id; it goes on after a failure and returns the worst: an error, else
@@ -128,26 +129,30 @@ func (a *app) bulkByID(ctx context.Context, act *bulkAction, args []string) erro
 	for _, id := range ids {
 		r := bulkResultJSON{ID: id.String(), Result: act.past}
 		if err := act.one(ctx, client, id); err != nil {
-			r = bulkResultJSON{ID: id.String(), Error: err.Error()}
+			r = bulkResultJSON{ID: id.String(), Error: err.Error(), err: err}
 			if worst == nil || exitCode(worst) == exitNotFound {
-				worst = fmt.Errorf("%s %s: %w", act.verb, id, err)
+				worst = err
 			}
 		}
 		results = append(results, r)
 	}
 	a.printBulkResults(results)
-	return worst
+	if worst == nil {
+		return nil
+	}
+	return &reportedError{worst}
 }
 
-// printBulkResults prints the results by id.
+// printBulkResults prints the results by id: in text, what was done on standard output and each
+// failure once on standard error; with --json, all of them on standard output.
 func (a *app) printBulkResults(results []bulkResultJSON) {
 	if a.json {
 		_ = writeJSON(a.std.out, results) // the exit code tells of the jobs; a broken stdout, of nothing more
 		return
 	}
 	for _, r := range results {
-		if r.Error != "" {
-			fmt.Fprintf(a.std.out, "%s: %s\n", r.ID, r.Error)
+		if r.err != nil {
+			fmt.Fprintln(a.std.err, errorLine(r.err))
 		} else {
 			fmt.Fprintf(a.std.out, "%s %s\n", r.Result, r.ID)
 		}

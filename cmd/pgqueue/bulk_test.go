@@ -23,10 +23,11 @@ func TestRetryCancelDeleteByID(t *testing.T) {
 		t.Errorf("after retry and cancel: %+v", s)
 	}
 
-	// One unknown id among known ones: the known ones are done, and the exit code says not found.
+	// One unknown id among known ones: the known ones are done, and the exit code says not found;
+	// the failure is on standard error.
 	const unknown = "01JDQ7Z3N2X8W5V0K4R6T9M1CE"
 	r := e.run("", "delete", failed[0], unknown, failed[1])
-	if r.code != exitNotFound || !strings.Contains(r.stdout, "deleted "+failed[1]) || !strings.Contains(r.stdout, unknown+": ") {
+	if r.code != exitNotFound || !strings.Contains(r.stdout, "deleted "+failed[1]) || !strings.Contains(r.stderr, unknown+": job not found") {
 		t.Fatalf("delete with an unknown id: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if n := len(e.stats()); n != 0 {

@@ -22,6 +22,10 @@ type connection struct {
 	client *pgqueue.Client
 }
 
+// maxPayloadBytes is the client's payload limit: the library's default. enqueue --file reads no
+// line beyond it.
+const maxPayloadBytes = pgqueue.MaxPayloadBytesDefault
+
 // schemaPattern is what --schema accepts: an unquoted Postgres identifier of at most 63 bytes. The
 // name is quoted all the same when it is set as the search_path.
 var schemaPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -54,14 +58,14 @@ func (a *app) connect(ctx context.Context) error {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return wrapf(err, "connect")
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return fmt.Errorf("connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+		return wrapf(err, "connect to %s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
 	}
 	logger := slog.New(slog.NewTextHandler(a.std.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	client, err := pgqueue.NewClient(pool, &pgqueue.Config{Logger: logger})
+	client, err := pgqueue.NewClient(pool, &pgqueue.Config{Logger: logger, MaxPayloadBytes: maxPayloadBytes})
 	if err != nil {
 		pool.Close()
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -33,7 +35,10 @@ func (a *app) enqueueCommand() *cobra.Command {
 		Long: `Enqueue one job with the payload JSON, or, with --file, one job per line of a
 file of JSON lines ("-": standard input), in batches of --batch jobs, each batch
 one transaction (COPY). A progress bar is drawn on standard error when it is a
-terminal. The options apply to every job; --unique-key only to a single job.
+terminal. A line that is not JSON, or longer than the payload limit (1 MiB,
+pgqueue's MaxPayloadBytesDefault), stops the run, naming the line; the batches
+before it stay enqueued. The options apply to every job; --unique-key only to
+a single job.
 
 --json: one job: the job as in "job --json" ("duplicate": true when a live job
 with the same --unique-key was returned instead). With --file:
@@ -143,7 +148,7 @@ func (a *app) enqueueFile(cmd *cobra.Command, q *pgqueue.Queue[rawJSON], f *enqu
 	}, bar.update)
 	bar.finish()
 	if err != nil {
-		return fmt.Errorf("after %d jobs enqueued: %w", n, err)
+		return wrapf(err, "after %d jobs enqueued", n)
 	}
 	if a.json {
 		return writeJSON(a.std.out, enqueueFileJSON{Queue: q.Name(), Enqueued: n})
@@ -166,12 +171,12 @@ func (a *app) openInput(name string) (io.Reader, func(), error) {
 
 // enqueueLines reads JSON lines from r (blank lines skipped) and hands them to enqueue in batches
 // of size, reporting the running total to progress after each. It returns how many were
-// enqueued; a line that is not JSON stops it before its batch is sent.
+// enqueued; a line that is not JSON, or larger than the client's payload limit, stops it before
+// its batch is sent.
 func enqueueLines(r io.Reader, size int, enqueue func([]rawJSON) error, progress func(int)) (int, error) {
-	lines := bufio.NewScanner(r)
-	lines.Buffer(make([]byte, 64<<10), pgqueue.MaxPayloadBytesDefault+1)
+	lines := bufio.NewReaderSize(r, 64<<10)
 	var batch []rawJSON
-	done, lineNo := 0, 0
+	done := 0
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -184,23 +189,45 @@ func enqueueLines(r io.Reader, size int, enqueue func([]rawJSON) error, progress
 		progress(done)
 		return nil
 	}
-	for lines.Scan() {
-		lineNo++
-		line := strings.TrimSpace(lines.Text())
-		if line == "" {
-			continue
-		}
-		if !json.Valid([]byte(line)) {
+	for lineNo := 1; ; lineNo++ {
+		line, err := readLine(lines, maxPayloadBytes)
+		switch {
+		case errors.Is(err, pgqueue.ErrPayloadTooLarge):
+			return done, wrapf(err, "line %d", lineNo)
+		case err != nil && !errors.Is(err, io.EOF):
+			return done, wrapf(err, "read line %d", lineNo)
+		case len(line) > 0 && !json.Valid(line):
 			return done, &usageError{fmt.Errorf("line %d is not valid JSON", lineNo)}
-		}
-		if batch = append(batch, rawJSON(line)); len(batch) == size {
-			if err := flush(); err != nil {
-				return done, err
+		case len(line) > 0:
+			if batch = append(batch, line); len(batch) == size {
+				if err := flush(); err != nil {
+					return done, err
+				}
 			}
 		}
+		if errors.Is(err, io.EOF) {
+			return done, flush()
+		}
 	}
-	if err := lines.Err(); err != nil {
-		return done, fmt.Errorf("read line %d: %w", lineNo+1, err)
+}
+
+// readLine reads the next line of r and returns it without the white space around it, or
+// io.EOF after the last (with the last line if it has no line end). A line holding more than
+// limit bytes besides that white space is not read further: it gives an error wrapping
+// pgqueue.ErrPayloadTooLarge, so a line of any length costs at most about limit bytes.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line) == 0 {
+			chunk = bytes.TrimLeftFunc(chunk, unicode.IsSpace)
+		}
+		line = append(line, chunk...)
+		if len(line) > limit && len(bytes.TrimRightFunc(line, unicode.IsSpace)) > limit {
+			return nil, fmt.Errorf("%w: more than %d bytes, the limit (Config.MaxPayloadBytes)", pgqueue.ErrPayloadTooLarge, limit)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return bytes.TrimRightFunc(line, unicode.IsSpace), err
+		}
 	}
-	return done, flush()
 }

@@ -92,3 +92,21 @@ func (e *env) stats() map[string]pgqueue.QueueStats {
 	}
 	return out
 }
+
+// A line larger than the library's payload limit stops enqueue --file with the library's
+// ErrPayloadTooLarge, naming the line, after the batches before it; a line at the limit is
+// enqueued.
+func TestEnqueueFileLineOverPayloadLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	atLimit := `"` + strings.Repeat("x", pgqueue.MaxPayloadBytesDefault-2) + `"`
+	over := `"` + strings.Repeat("y", pgqueue.MaxPayloadBytesDefault) + `"`
+	r := e.run("{\"n\": 1}\n  "+atLimit+"  \n"+over+"\n{\"n\": 3}\n", "enqueue", "big", "--file", "-", "--batch", "1")
+	if r.code != exitError || !strings.Contains(r.stderr, "line 3: payload too large") ||
+		!strings.Contains(r.stderr, fmt.Sprint(pgqueue.MaxPayloadBytesDefault)) || strings.Contains(r.stderr, "token too long") {
+		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+	}
+	if q := e.stats()["big"]; q.Available != 2 {
+		t.Errorf("%d jobs in, want the 2 before the line too large", q.Available)
+	}
+}

@@ -19,7 +19,8 @@ const (
 // exitCodesHelp is the exit codes' documentation, shown in the help of every command.
 const exitCodesHelp = `Exit codes:
   0  ok
-  1  error (database unreachable, statement failed, ...)
+  1  error (database unreachable, statement failed, schema not at this command's
+     version, ...)
   2  usage error (unknown command or flag, bad argument or option)
   3  not found (e.g. no job with that id)
   4  refused: a confirmation was declined, or needed and standard input is not a terminal`

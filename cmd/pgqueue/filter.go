@@ -99,7 +99,7 @@ func (a *app) bulkByFilter(ctx context.Context, act *bulkAction, f *filterFlags)
 	}
 	var now time.Time
 	if err := a.conn.pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
-		return fmt.Errorf("read the database clock: %w", err)
+		return wrapf(err, "read the database clock")
 	}
 	jf, err := f.filter(now)
 	if err != nil {
@@ -124,7 +124,7 @@ func (a *app) bulkByFilter(ctx context.Context, act *bulkAction, f *filterFlags)
 	changed, err := act.many(ctx, client, jf, &pgqueue.BulkOptions{BatchSize: f.batch, Progress: bar.update})
 	bar.finish()
 	if err != nil {
-		return fmt.Errorf("after %d jobs %s: %w", changed, act.past, err)
+		return wrapf(err, "after %d jobs %s", changed, act.past)
 	}
 	return a.printBulkFilter(act, matched, &changed)
 }

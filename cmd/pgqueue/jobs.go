@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/pgqueue/pgqueue"
@@ -28,7 +30,9 @@ func (a *app) jobsCommand() *cobra.Command {
 		Long: `List jobs a page at a time, queue by queue, in the order they will run: running
 jobs (place 0), then waiting ones with their place in line (1, 2, ...), then
 finished ones (place -1) in the order they finished. By default the live jobs
-(running, available, scheduled) of every queue.
+(running, available, scheduled) of every queue; the last page ends with how
+many jobs of those queues the status filter hides ("3 failed are hidden:
+--status failed to see them"). KEY is the job's flow-control key (--key).
 
 When there are more, the last line gives the cursor of the next page: pass it
 with --cursor and the same --queue and --status.
@@ -57,7 +61,13 @@ with --cursor and the same --queue and --status.
 			if a.json {
 				return writeJSON(a.std.out, page)
 			}
-			return writeJobsPage(a.std.out, page, time.Now())
+			var hidden string
+			if page.Next == "" {
+				if hidden, err = hiddenByFilter(cmd.Context(), client, &opts); err != nil {
+					return err
+				}
+			}
+			return writeJobsPage(a.std.out, page, time.Now(), hidden)
 		},
 	}
 	f := cmd.Flags()
@@ -105,22 +115,29 @@ func completeStatuses(*cobra.Command, []string, string) ([]string, cobra.ShellCo
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
-// writeJobsPage writes a page as a table, then the next page's cursor.
-func writeJobsPage(w io.Writer, page *pgqueue.JobPage[rawJSON], now time.Time) error {
+// writeJobsPage writes a page as a table, then the next page's cursor, or on the last page what
+// the filter hides (hidden; "" if nothing).
+func writeJobsPage(w io.Writer, page *pgqueue.JobPage[rawJSON], now time.Time, hidden string) error {
 	if len(page.Jobs) == 0 {
-		fmt.Fprintln(w, "no jobs")
-		return nil
+		if hidden != "" {
+			hidden = "; " + hidden
+		}
+		_, err := fmt.Fprintf(w, "no jobs match%s\n", hidden)
+		return err
 	}
-	t := newTable(w, "ID", "QUEUE", "STATUS", "PLACE", "ATTEMPT", "PRIORITY", "RUN AT", "CREATED", "LAST ERROR")
+	t := newTable(w, "ID", "QUEUE", "STATUS", "PLACE", "ATTEMPT", "PRIORITY", "KEY", "RUN AT", "CREATED", "LAST ERROR")
 	for _, e := range page.Jobs {
 		t.row(e.ID.String(), e.Queue, string(e.Status), place(e.Place), fmt.Sprintf("%d/%d", e.Attempt, e.MaxAttempts),
-			strconv.Itoa(e.Priority), humanTime(e.RunAt, now), humanTime(e.CreatedAt, now), lastError(e.Errors, 60))
+			strconv.Itoa(e.Priority), orDash(e.Key), humanTime(e.RunAt, now), humanTime(e.CreatedAt, now), lastError(e.Errors, 60))
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
 	if page.Next != "" {
 		fmt.Fprintf(w, "\nmore: --cursor %s\n", page.Next)
+	}
+	if hidden != "" {
+		fmt.Fprintf(w, "\n%s\n", hidden)
 	}
 	return nil
 }
@@ -164,7 +181,9 @@ func (a *app) jobCommand() *cobra.Command {
 		Short: "Show a job: its payload, timings and every attempt's error and stack",
 		Long: `Show a job of any queue: its state and place in line, timings, payload,
 metadata, and every failed attempt's error with the stack of a panic. ID is the
-job's ULID or the uuid pgqueue_jobs.id holds. Exit code 3 if there is no such job.
+job's ULID or the uuid pgqueue_jobs.id holds. Exit code 3 if there is no such job:
+finished jobs are deleted when their retention ends, a completed one at once
+unless the application's pgqueue.Config.Retention keeps it.
 
 --json: pgqueue's JobEntry: the job's object as in "jobs --json", with "place".`,
 		Example: "  pgqueue job 01JDQ7Z3N2X8W5V0K4R6T9M1CE",
@@ -179,6 +198,9 @@ job's ULID or the uuid pgqueue_jobs.id holds. Exit code 3 if there is no such jo
 				return err
 			}
 			entry, err := client.Job(cmd.Context(), id)
+			if errors.Is(err, pgqueue.ErrNotFound) {
+				return &hintedError{err, retentionHint(id, time.Now())}
+			}
 			if err != nil {
 				return err
 			}
@@ -188,6 +210,31 @@ job's ULID or the uuid pgqueue_jobs.id holds. Exit code 3 if there is no such jo
 			return writeJob(a.std.out, entry, time.Now())
 		},
 	}
+}
+
+// retentionHint is the advice after a job was not found: finished jobs are deleted once their
+// retention period ends, and when the job's id was made (a ULID holds its time), so that a
+// reader can tell a job long gone from a wrong id.
+func retentionHint(id ulid.ULID, now time.Time) string {
+	kept := days(pgqueue.RetentionFailedDefault)
+	if pgqueue.RetentionCancelledDefault != pgqueue.RetentionFailedDefault {
+		kept += " and " + days(pgqueue.RetentionCancelledDefault)
+	}
+	return fmt.Sprintf("Finished jobs are deleted when their retention ends: a completed job at once unless the "+
+		"application's pgqueue.Config.Retention.Completed (or QueueRetention) keeps it, a failed or cancelled one "+
+		"after %s by default (Retention.Failed, Retention.Cancelled).\nThis id was made %s.",
+		kept, fullTime(ulid.Time(id.Time()), now))
+}
+
+// days writes d in whole days, "7 days", or as humanDuration does if it is not whole days.
+func days(d time.Duration) string {
+	if d%(24*time.Hour) != 0 {
+		return humanDuration(d)
+	}
+	if n := d / (24 * time.Hour); n != 1 {
+		return fmt.Sprintf("%d days", n)
+	}
+	return "1 day"
 }
 
 // writeJob writes one job for a person: fields, payload, metadata, then the attempts' errors.

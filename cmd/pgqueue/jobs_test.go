@@ -108,3 +108,31 @@ func TestJobsPagesWithPlaces(t *testing.T) {
 		t.Errorf("jobs --status failed with none:\n%s", out)
 	}
 }
+
+// job of a job that completed, and was deleted at once as retention has it by default, says that
+// finished jobs are deleted after their retention period, naming the settings.
+func TestJobNotFoundHintsAtRetention(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	q, err := pgqueue.NewQueue[json.RawMessage](e.client, "done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := q.Enqueue(t.Context(), json.RawMessage(`{}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := q.NewWorker(func(context.Context, *pgqueue.Job[json.RawMessage]) error { return nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if results, err := w.WorkUntilEmpty(t.Context()); err != nil || len(results) != 1 {
+		t.Fatalf("work the job: %d results, %v", len(results), err)
+	}
+	r := e.exits(exitNotFound, "job", job.ID.String())
+	for _, want := range []string{"job not found", "Retention.Completed", "deleted", "id was made "} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}

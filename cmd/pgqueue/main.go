@@ -4,8 +4,9 @@
 // web dashboard (ui).
 //
 // Run "pgqueue --help" for the commands, and "pgqueue COMMAND --help" for each. Human-readable
-// output by default; --json on every command for scripts. Exit codes: 0 ok, 1 error, 2 usage
-// error, 3 not found, 4 refused or aborted confirmation.
+// output by default; --json on every command for scripts; each error once on standard error.
+// Exit codes: 0 ok, 1 error (also "pgqueue version" when the schema is not at the command's
+// version), 2 usage error, 3 not found, 4 refused or aborted confirmation.
 package main
 
 import (

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -35,20 +38,23 @@ Needs no database.
 for psql or a migration tool of your own; --format goose prints the files as
 they are. --after VERSION starts after that pgqueue version.
 
---dir DIR --first-version N writes the migrations DIR does not have yet as goose
-files numbered N, N+1, ... (N above every version in DIR), named like
-00005_pgqueue_20261129120000_init.sql, so that the application's goose applies
-them in line with its own migrations. Existing files are never overwritten.
+--dir DIR writes the migrations DIR does not have yet as goose files numbered
+N, N+1, ..., named like 00005_pgqueue_20261129120000_init.sql, so that the
+application's goose applies them in line with its own migrations. N is one
+above the highest version of DIR's .sql and .go files (1 if it has none), or
+--first-version N, which must be above every one. Existing files are never
+overwritten.
 
 --json (with --dir): [{"name": "...", "version": N, "schema_version": N}, ...]`,
 		Example: `  pgqueue migrate get > pgqueue.sql
   pgqueue migrate get --after 20261201180000
+  pgqueue migrate get --dir db/migrations
   pgqueue migrate get --dir db/migrations --first-version 42`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir != "" {
-				if first <= 0 {
-					return &usageError{errors.New("--dir needs --first-version, a positive version above every one in the directory")}
+				if cmd.Flags().Changed("first-version") && first <= 0 {
+					return &usageError{errors.New("--first-version must be a positive version above every one in the directory")}
 				}
 				return a.writeGooseFiles(dir, first)
 			}
@@ -61,12 +67,20 @@ them in line with its own migrations. Existing files are never overwritten.
 	cmd.Flags().StringVar(&format, "format", "sql", "what to print: sql (the Up parts) or goose (the files)")
 	cmd.Flags().Int64Var(&after, "after", 0, "only the migrations after this pgqueue schema version")
 	cmd.Flags().StringVar(&dir, "dir", "", "write goose files into this directory instead of printing")
-	cmd.Flags().Int64Var(&first, "first-version", 0, "goose version of the first file written (with --dir)")
+	cmd.Flags().Int64Var(&first, "first-version", 0, "goose version of the first file written (with --dir; default: one above DIR's highest)")
 	return cmd
 }
 
-// writeGooseFiles writes the goose files dir lacks and lists them.
+// writeGooseFiles writes the goose files dir lacks, numbered from first (0: the next free
+// version of dir), and lists them.
 func (a *app) writeGooseFiles(dir string, first int64) error {
+	if first == 0 {
+		highest, err := highestGooseVersion(dir)
+		if err != nil {
+			return wrapf(err, "read the goose directory")
+		}
+		first = highest + 1
+	}
 	files, err := pgqueue.WriteGooseMigrations(dir, first)
 	if err != nil {
 		return err
@@ -85,6 +99,28 @@ func (a *app) writeGooseFiles(dir string, first int64) error {
 		fmt.Fprintf(a.std.out, "wrote %s\n", f.Name)
 	}
 	return nil
+}
+
+// highestGooseVersion returns the highest goose version in dir, 0 if it has none. As goose
+// reads a directory, a migration is a .sql or .go file whose name starts with a positive
+// version and an underscore (00042_users.sql, 20261129120000_users.go).
+func highestGooseVersion(dir string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var highest int64
+	for _, e := range entries {
+		name := e.Name()
+		if ext := filepath.Ext(name); e.IsDir() || (ext != ".sql" && ext != ".go") {
+			continue
+		}
+		before, _, ok := strings.Cut(name, "_")
+		if v, err := strconv.ParseInt(before, 10, 64); ok && err == nil && v > 0 {
+			highest = max(highest, v)
+		}
+	}
+	return highest, nil
 }
 
 // printMigrations prints the migrations after schema version after in format (sql or goose).

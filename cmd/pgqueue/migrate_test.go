@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -23,7 +24,10 @@ func TestMigrateUpStatusDown(t *testing.T) {
 		t.Fatalf("status of a bare schema: %+v", status)
 	}
 	var v versionJSON
-	e.okJSON(&v, "version")
+	r := e.exits(exitError, "version", "--json") // a schema behind the command's: exit 1, and the JSON
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatal(err)
+	}
 	if v.DatabaseSchemaVersion != 0 || v.UpToDate || v.SchemaVersion != pgqueue.SchemaVersion {
 		t.Fatalf("version of a bare schema: %+v", v)
 	}
@@ -47,7 +51,7 @@ func TestMigrateUpStatusDown(t *testing.T) {
 	}
 
 	// Down asks first, and refuses when nobody can answer.
-	r := e.exits(exitRefused, "migrate", "down")
+	r = e.exits(exitRefused, "migrate", "down")
 	if !strings.Contains(r.stderr, "--yes") {
 		t.Errorf("refusal does not mention --yes:\n%s", r.stderr)
 	}
@@ -143,6 +147,32 @@ func TestMigrateGetWritesGooseFiles(t *testing.T) {
 	e.exits(exitUsage, "migrate", "get", "--dir", other, "--first-version", "7")
 	if entries, _ := os.ReadDir(other); len(entries) != 1 {
 		t.Errorf("a refused run wrote %d files", len(entries)-1)
+	}
+}
+
+// Without --first-version, --dir numbers the files from one above the highest goose version in
+// the directory (its .sql and .go files), or from 1 in a directory without migrations.
+func TestMigrateGetDirPicksTheNextVersion(t *testing.T) {
+	t.Parallel()
+	e := &env{t: t, schema: "unused"}
+	dir := t.TempDir()
+	for _, name := range []string{"00007_app_init.sql", "00041_app_users.go", "00090_notes.txt", "README.md"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("-- +goose Up\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var files []gooseFileJSON
+	e.okJSON(&files, "migrate", "get", "--dir", dir)
+	if len(files) != migrationCount(t) || files[0].Version != 42 || !strings.HasPrefix(files[0].Name, "00042_pgqueue_") {
+		t.Fatalf("wrote %+v, want the files from version 42", files)
+	}
+	if out := e.ok("", "migrate", "get", "--dir", dir); !strings.Contains(out, "already has every pgqueue migration") {
+		t.Errorf("second run:\n%s", out)
+	}
+	empty := t.TempDir()
+	e.okJSON(&files, "migrate", "get", "--dir", empty)
+	if len(files) == 0 || files[0].Version != 1 {
+		t.Errorf("in an empty directory: %+v, want the files from version 1", files)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -132,4 +133,16 @@ func (p *progress) finish() {
 		return
 	}
 	fmt.Fprintln(p.w)
+}
+
+// estimate writes an estimated count for a person: "~1,234".
+func estimate(n int64) string {
+	s := strconv.FormatInt(max(n, -n), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if n < 0 {
+		s = "-" + s
+	}
+	return "~" + s
 }

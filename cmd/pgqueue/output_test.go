@@ -27,6 +27,15 @@ func TestHumanDuration(t *testing.T) {
 	}
 }
 
+func TestEstimate(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int64]string{0: "~0", 999: "~999", 1000: "~1,000", 1234: "~1,234", 1234567: "~1,234,567", -1234: "~-1,234"} {
+		if got := estimate(n); got != want {
+			t.Errorf("estimate(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
 func TestParseRate(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]pgqueue.Rate{

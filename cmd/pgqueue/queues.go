@@ -20,7 +20,9 @@ func (a *app) queuesCommand() *cobra.Command {
 		Long: `Show every queue that has jobs or settings: its jobs per status, how long the
 jobs first in line have waited, whether it is paused, and its limits; then the
 jobs table's live and dead rows (dead rows that keep growing mean vacuum is held
-back). Cheap at any number of jobs: the counts are kept by the schema.
+back): estimates of Postgres's statistics (pg_stat_user_tables), marked "~",
+which lag behind the table. Cheap at any number of jobs: the counts per queue
+are kept exactly by the schema.
 
 --json: pgqueue's Stats: {"queues": [{"queue": "emails", "scheduled": 0,
 "available": 3, "running": 1, "completed": 0, "failed": 2, "cancelled": 0,
@@ -43,11 +45,16 @@ back). Cheap at any number of jobs: the counts are kept by the schema.
 			if err := writeQueuesTable(a.std.out, stats.Queues); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.std.out, "\njobs table: %d live rows, %d dead rows, last vacuum %s\n",
-				stats.LiveRows, stats.DeadRows, humanTime(stats.LastVacuum, time.Now()))
+			fmt.Fprintf(a.std.out, "\n%s, last vacuum %s\n", tableRows(stats), humanTime(stats.LastVacuum, time.Now()))
 			return nil
 		},
 	}
+}
+
+// tableRows writes the jobs table's row estimates, marked as estimates: Postgres's statistics
+// (n_live_tup, n_dead_tup) lag behind the table, unlike the per-queue counts.
+func tableRows(stats *pgqueue.Stats) string {
+	return fmt.Sprintf("jobs table: %s live rows, %s dead rows (estimates)", estimate(stats.LiveRows), estimate(stats.DeadRows))
 }
 
 // writeQueuesTable writes one row per queue; top draws the same table.

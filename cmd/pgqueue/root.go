@@ -2,15 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/pgqueue/pgqueue"
 )
 
 // streams are the process's standard streams, given to the commands so that tests and the
@@ -41,19 +36,8 @@ func run(ctx context.Context, args []string, std *streams) int {
 	if err == nil {
 		return exitOK
 	}
-	code := exitCode(err)
-	msg := err.Error()
-	if !strings.HasPrefix(msg, "pgqueue: ") {
-		msg = "pgqueue: " + msg
-	}
-	fmt.Fprintln(std.err, msg)
-	if errors.Is(err, pgqueue.ErrSchemaVersion) {
-		fmt.Fprintln(std.err, "To migrate the schema with this command: pgqueue migrate up (see 'pgqueue migrate --help').")
-	}
-	if code == exitUsage {
-		fmt.Fprintf(std.err, "Run '%s --help' for usage.\n", cmd.CommandPath())
-	}
-	return code
+	report(std.err, cmd.CommandPath(), err)
+	return exitCode(err)
 }
 
 // rootCommand builds the command tree.
@@ -68,7 +52,8 @@ Connection: --database-url, else $DATABASE_URL, else libpq's PG* variables
 pgqueue's tables live in (default: the first schema of the role's search_path).
 
 Output is for people by default; --json prints JSON for scripts instead, in
-the shapes each command's help gives.`,
+the shapes each command's help gives. Errors go to standard error, each once,
+as "pgqueue: what failed: why", with advice on the lines after.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}

@@ -37,7 +37,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"retry", "--queue", "emails"},
 		{"retry", "--status", "failed", "--since", "yesterday"},
 		{"migrate", "get", "--format", "yaml"},
-		{"migrate", "get", "--dir", t.TempDir()},
+		{"migrate", "get", "--dir", t.TempDir(), "--first-version", "0"},
 		{"--schema", "no;such", "queues"},
 	} {
 		r := e.exits(2, args...)

@@ -149,7 +149,7 @@ func (a *app) drawTop(ctx context.Context, client *pgqueue.Client, s *screen) er
 	if err := writeQueuesTable(&b, stats.Queues); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "\njobs table: %d live rows, %d dead rows\n", stats.LiveRows, stats.DeadRows)
+	fmt.Fprintf(&b, "\n%s\n", tableRows(stats))
 	return s.write(b.Bytes(), true)
 }
 

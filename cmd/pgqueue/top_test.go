@@ -20,7 +20,7 @@ func TestTopDrawsFrames(t *testing.T) {
 	e := newEnv(t, true)
 	e.ok("", "enqueue", "emails", "{}")
 	out := e.ok("", "top", "--frames", "1")
-	for _, want := range []string{"\x1b[H\x1b[2J", "pgqueue top  schema " + e.schema, "QUEUE", "emails"} {
+	for _, want := range []string{"\x1b[H\x1b[2J", "pgqueue top  schema " + e.schema, "QUEUE", "emails", " dead rows (estimates)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("top --frames 1 lacks %q:\n%q", want, out)
 		}
