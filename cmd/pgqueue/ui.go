@@ -72,8 +72,7 @@ func (a *app) serveUI(ctx context.Context, addr string, readOnly bool) error {
 		return err
 	case <-ctx.Done():
 	}
-	// The event streams never go idle: end them first (Close), so that Shutdown need not wait.
-	h.Close()
+	// Shutdown ends the open pages' event streams as it begins (the dashboard's shutdown hook).
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
