@@ -80,7 +80,7 @@ var gooseFileName = regexp.MustCompile(`^[0-9]+_pgqueue_([0-9]+)_[^/]*\.sql$`)
 // pgqueue's files by their names: those it wrote, and pgqueue's files copied under their own
 // names. firstVersion must be above every version in dir, or plain goose would refuse the new
 // files as missing migrations once a later one is applied: otherwise the error wraps
-// ErrInvalidOption. It never overwrites a file; if writing fails midway, the files written
+// ErrInvalidOption. A firstVersion of 0 numbers them from one above dir's highest version. It never overwrites a file; if writing fails midway, the files written
 // before stay.
 func WriteGooseMigrations(dir string, firstVersion int64) ([]GooseFile, error) {
 	entries, err := os.ReadDir(dir)
@@ -102,6 +102,9 @@ func WriteGooseMigrations(dir string, firstVersion int64) ([]GooseFile, error) {
 	}
 	if have >= ms[len(ms)-1].version {
 		return nil, nil
+	}
+	if firstVersion == 0 {
+		firstVersion = highest + 1
 	}
 	if firstVersion <= highest {
 		return nil, invalidf("WriteGooseMigrations: the first version %d is not above %d, the highest version in %s",

@@ -92,6 +92,30 @@ func TestWriteGooseMigrationsBesideCopiedFiles(t *testing.T) {
 	}
 }
 
+// A first version of 0 numbers pgqueue's files from one above the directory's highest version,
+// whatever made it: here an application migration numbered above pgqueue's copied files.
+func TestWriteGooseMigrationsNextFreeVersion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ms, _ := embeddedMigrations()
+	data, _ := fs.ReadFile(Migrations, ms[0].name)
+	if err := os.WriteFile(filepath.Join(dir, ms[0].name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	appVersion := ms[0].version + 7
+	app := fmt.Sprintf("%d_users.sql", appVersion)
+	if err := os.WriteFile(filepath.Join(dir, app), []byte("-- +goose Up\nSELECT 1;\n-- +goose Down\nSELECT 1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	written, err := WriteGooseMigrations(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != len(ms)-1 || written[0].Version != appVersion+1 || written[0].SchemaVersion != ms[1].version {
+		t.Fatalf("wrote %+v, want %d files from version %d", written, len(ms)-1, appVersion+1)
+	}
+}
+
 // MarkGooseApplied records, in the application's goose table, the files the schema has: it
 // creates the table in goose's format, under the name goose would use (unquoted, so folded to
 // lower case), records each file once, and refuses a name goose could not use and a missing

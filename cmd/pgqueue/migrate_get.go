@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -74,13 +71,6 @@ overwritten.
 // writeGooseFiles writes the goose files dir lacks, numbered from first (0: the next free
 // version of dir), and lists them.
 func (a *app) writeGooseFiles(dir string, first int64) error {
-	if first == 0 {
-		highest, err := highestGooseVersion(dir)
-		if err != nil {
-			return wrapf(err, "read the goose directory")
-		}
-		first = highest + 1
-	}
 	files, err := pgqueue.WriteGooseMigrations(dir, first)
 	if err != nil {
 		return err
@@ -99,28 +89,6 @@ func (a *app) writeGooseFiles(dir string, first int64) error {
 		fmt.Fprintf(a.std.out, "wrote %s\n", f.Name)
 	}
 	return nil
-}
-
-// highestGooseVersion returns the highest goose version in dir, 0 if it has none. As goose
-// reads a directory, a migration is a .sql or .go file whose name starts with a positive
-// version and an underscore (00042_users.sql, 20261129120000_users.go).
-func highestGooseVersion(dir string) (int64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
-	var highest int64
-	for _, e := range entries {
-		name := e.Name()
-		if ext := filepath.Ext(name); e.IsDir() || (ext != ".sql" && ext != ".go") {
-			continue
-		}
-		before, _, ok := strings.Cut(name, "_")
-		if v, err := strconv.ParseInt(before, 10, 64); ok && err == nil && v > 0 {
-			highest = max(highest, v)
-		}
-	}
-	return highest, nil
 }
 
 // printMigrations prints the migrations after schema version after in format (sql or goose).
