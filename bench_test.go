@@ -111,8 +111,8 @@ func benchmarkDrain(b *testing.B, scheduled, queues int) {
 
 // BenchmarkDrain100kThreeClients drains 10⁵ jobs of one queue with three clients of 34 slots
 // each, as three processes would: without limits, and with a MaxRunning of 10,000 that is never
-// reached, so that their claims of the queue take turns under its claim lock (README, "Flow
-// control"). Compare the two sub-benchmarks' jobs/s.
+// reached, so that their claims of the queue take turns under its claim lock (docs/flow-control.md,
+// "How it works"). Compare the two sub-benchmarks' jobs/s.
 func BenchmarkDrain100kThreeClients(b *testing.B) {
 	benchmarkDrainLimits(b, 3, limitsCase{"none", Limits{}}, limitsCase{"MaxRunning", Limits{MaxRunning: 10_000}})
 }
@@ -120,7 +120,7 @@ func BenchmarkDrain100kThreeClients(b *testing.B) {
 // BenchmarkDrain100kAtLimit drains 10⁵ no-op jobs of one queue with one client of 101 slots:
 // without limits, and with a MaxRunning of 100 and of 50, which the drain reaches all the time.
 // A job holds its place from its claim to its settle, so at the limit the rate is MaxRunning
-// divided by that time (README, "Flow control").
+// divided by that time (docs/flow-control.md, "At the limit").
 func BenchmarkDrain100kAtLimit(b *testing.B) {
 	benchmarkDrainLimits(b, 1, limitsCase{"none", Limits{}}, limitsCase{"MaxRunning100", Limits{MaxRunning: 100}},
 		limitsCase{"MaxRunning50", Limits{MaxRunning: 50}})

@@ -33,4 +33,10 @@
 //
 // Tables live in the first schema of the pool's search_path; give pgqueue a schema of its own
 // by setting search_path on the pool's connections.
+//
+// Every option is documented on its field, with its default. The examples below run against a
+// real database when the package's tests run; the guides in the repository's docs/ directory
+// explain each topic at length (enqueueing, handling jobs, operations, flow control, periodic
+// jobs, unique jobs, observability, migrations, PgBouncer and pool sizing, testing, the design
+// and the guarantees).
 package pgqueue

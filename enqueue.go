@@ -24,6 +24,15 @@ const MaxAttemptsDefault = 25
 // Durations are stored as Postgres intervals, to the microsecond: finer parts are dropped. A
 // RetryDelay or RepeatEvery below one microsecond is refused, for it would be stored as 0, which
 // means something else; a shorter Delay is no delay.
+//
+// Every enqueue call checks its options, the queue's name and the payloads before it sends
+// anything. Invalid options, and payloads that jsonb cannot store though encoding/json wrote them
+// (U+0000 as \u0000, bytes that are not UTF-8, unpaired surrogate escapes, numbers beyond the
+// range of numeric: possible through a json.RawMessage or a json.Marshaler), fail with an error
+// wrapping ErrInvalidOption; a payload larger than Config.MaxPayloadBytes fails with
+// ErrPayloadTooLarge, and one that encoding/json refuses with its error. Nothing is written then,
+// and a transaction given to EnqueueTx, EnqueueManyTx, EnqueueSQLTx or EnqueueManySQLTx stays
+// usable.
 type EnqueueOptions struct {
 	// Priority orders runnable jobs within the queue: higher runs first, and jobs of equal
 	// priority run in the order they were enqueued. From -2^31+1 to 2^31-1. Defaults to 0.
@@ -69,17 +78,18 @@ type EnqueueOptions struct {
 	// the grid. Needs RepeatEvery. Defaults to false: RepeatEvery counts from the end of each run.
 	RepeatFixedRate bool
 
-	// Key is the job's flow-control key: a tenant, a customer, a resource. A queue's per-key limit
-	// (Limits.KeyMaxRunning) counts running jobs by it, and its claims take turns between keys
-	// (README, "Flow control"). At most 255 bytes of UTF-8, without U+0000. A repeat of the job
-	// keeps it. Defaults to none: the job is limited only by the queue's own limits.
+	// Key is the job's flow-control key: a tenant, a customer, a resource. A queue's per-key
+	// limits (Limits.KeyMaxRunning, Limits.KeyRate) count by it, and its claims take turns between
+	// keys (the flow-control guide, docs/flow-control.md in the repository). The handler sees it
+	// as Job.Key, and listings show it. At most 255 bytes of UTF-8, without U+0000. A repeat of
+	// the job keeps it. Defaults to none: the job is limited only by the queue's own limits.
 	Key string
 
 	// Weight is how much of its queue's rate limits (Limits.Rate, Limits.KeyRate) the job's
 	// start uses: a rate of R starts per period lets jobs whose weights add up to at most R start
 	// in any window of that length. A job heavier than a rate's R starts alone, when its window is
 	// empty. Weights do not change MaxRunning or KeyMaxRunning, which count jobs. 1 to MaxLimit;
-	// 0 means 1. A repeat of the job keeps it.
+	// 0 means 1. A repeat of the job keeps it. Defaults to 1.
 	Weight int
 
 	// Metadata is stored with the job, as a JSON object, and handed to Middleware
@@ -225,14 +235,16 @@ func encodePayload[T any](cfg Config, queue string, payload T) ([]byte, error) {
 }
 
 // Enqueue adds one job to the queue and returns it. The job is committed when Enqueue returns,
-// and idle workers of the queue are woken at once.
+// and idle workers of the queue are woken at once. Invalid options or payloads fail before
+// anything is sent (see EnqueueOptions).
 func (q *Queue[T]) Enqueue(ctx context.Context, payload T, opts *EnqueueOptions) (*Job[T], error) {
 	return q.enqueue(ctx, pgxConn{q.c.pool}, true, payload, opts)
 }
 
 // EnqueueTx adds one job to the queue inside the caller's transaction tx. The job exists if and
 // only if tx commits: a rolled-back transaction leaves nothing behind. Workers are woken when tx
-// commits, not before.
+// commits, not before. Invalid options or payloads fail before anything is sent, and leave tx
+// usable (see EnqueueOptions).
 func (q *Queue[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, payload T, opts *EnqueueOptions) (*Job[T], error) {
 	if tx == nil {
 		return nil, invalidf("EnqueueTx needs a transaction")

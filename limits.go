@@ -14,7 +14,8 @@ const MaxLimit = 1_000_000
 
 // Limits are a queue's flow-control limits. They are stored in the database, so every process
 // that works the queue applies the same ones, and a change reaches running workers at once. The
-// zero value means no limits. See README, "Flow control", for what each guarantees and costs.
+// zero value means no limits. The flow-control guide (docs/flow-control.md in the repository)
+// says what each guarantees and costs.
 type Limits struct {
 	// MaxRunning is how many of the queue's jobs may run at once, counted over every process,
 	// whatever each worker's own Concurrency. 0: no limit.

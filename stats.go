@@ -40,7 +40,8 @@ type QueueStats struct {
 
 // Stats returns the queue's counts per status, the wait of the jobs first in line and whether
 // it is paused, in one statement whose cost does not grow with the number of jobs: the counts
-// are kept by the schema as jobs are written (README, "Counts that stay cheap").
+// are kept by the schema as jobs are written (the operations guide, docs/operations.md in the
+// repository, "Counts that stay cheap").
 func (q *Queue[T]) Stats(ctx context.Context) (*QueueStats, error) {
 	stats, err := readStats(ctx, q.c.pool, &q.name)
 	if err != nil {

@@ -36,9 +36,12 @@ const (
 	maxConcurrency = 10000
 )
 
-// Handler runs one attempt of a job. Returning nil completes the job; returning an error, or
-// panicking, fails the attempt: the job is retried after a back-off until it has used
-// MaxAttempts, then ends failed. ctx is cancelled when the worker loses the job's lock
+// Handler runs one attempt of a job. Returning nil completes the job; returning an error,
+// panicking (the panic is recovered and recorded with its stack, as a *PanicError) or ending its
+// goroutine with runtime.Goexit (as t.FailNow does) fails the attempt: the job is retried after a
+// back-off until it has used MaxAttempts, then ends failed. Snooze and Permanent steer the job
+// otherwise. A payload that no longer decodes into T fails the job at once, with the decode error
+// recorded: retrying cannot fix it. ctx is cancelled when the worker loses the job's lock
 // (context.Cause is ErrLockLost), when the job is cancelled (ErrCancelled), when its JobTimeout
 // passes (ErrJobTimeout) or when Run stops and the job outlives WorkerOptions.ShutdownTimeout
 // (ErrShutdown). A job can run more than once (at-least-once), so a handler must be idempotent.
@@ -47,15 +50,25 @@ type Handler[T any] func(ctx context.Context, job *Job[T]) error
 // WorkerOptions configure a Worker. A nil or zero WorkerOptions is valid.
 type WorkerOptions struct {
 	// Concurrency is how many jobs of the queue the worker runs at once: how many of its
-	// handlers run. Defaults to ConcurrencyDefault. When handlers return sooner than a claim
-	// round trip takes, the worker claims jobs ahead of its free slots, which wait in it for a
-	// slot: up to Concurrency more of its jobs than it runs may then be running in the table,
-	// and up to 2×Concurrency more while a second claim is on its way.
+	// handlers run. Defaults to ConcurrencyDefault; at most 10,000. When handlers return sooner
+	// than a claim round trip takes, the worker claims jobs ahead of its free slots (not for a
+	// queue with per-key limits or a rate), which wait in it, in line order, for a slot, at most
+	// 100 ms before they go back to the table uncharged. Such a job shows as running, with no
+	// AttemptedAt, from its claim: up to Concurrency more of the worker's jobs than it runs may
+	// then be running in the table, up to 2×Concurrency more while a second claim is on its way,
+	// and, for a Concurrency of 32 or more (claimed on two connections, up to three claims in
+	// flight on each), up to 6×Concurrency more.
 	Concurrency int
 
 	// LockDuration is the lease a claim takes on a job. Heartbeats extend it while the handler
-	// runs; if the process dies, another one runs the job once the lease has run out. Defaults
-	// to LockDurationDefault.
+	// runs; if the process dies or freezes, another one runs the job once the lease has run out
+	// and a worker of the queue has looked for expired leases (at its PollInterval): with the
+	// defaults, 20 to 32 s after the crash. Until then the job still counts as running, and holds
+	// its place under the queue's MaxRunning and its key's KeyMaxRunning. A shorter lease frees
+	// them sooner; but a live worker that cannot renew it in time (a stalled process, a starved
+	// pool, a failover, a transaction holding the job's row longer than the lease) loses the job,
+	// which then runs twice. A graceful shutdown hands jobs back at once and costs no lease.
+	// Defaults to LockDurationDefault.
 	LockDuration time.Duration
 
 	// HeartbeatInterval is how often the leases of the worker's running jobs are extended (in
@@ -243,16 +256,18 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 // it returns ErrHandlersStuck). Database errors while running do not stop Run: they are
 // reported as EventError and retried.
 //
+// Run refuses, with an error wrapping ErrInvalidOption, no workers, a nil worker, a worker of
+// another client, and two workers of one queue (give the queue one worker, with the Concurrency
+// of both); and with ErrWorkerRunning a worker that another Run call serves.
+//
 // Before any work, Run connects and checks the schema, and returns at once what no retry would
 // mend: a *SchemaError (the schema is not at SchemaVersion), or the server's *pgconn.PgError
 // when it refuses the pool's configuration — an unknown role or wrong password (SQLSTATE class
 // 28), an unknown database (3D000), a missing privilege such as CONNECT (42501) — as
 // "pgqueue: run: connect: …". A server it cannot reach at start is an outage: Run serves and
-// retries with back-off, as it does for any outage later.
-//
-// The workers must belong to c, serve distinct queues, and not be running in another Run call
-// (ErrWorkerRunning). Run logs a warning when callers of the pool (its own statements and the
-// handlers) keep waiting for connections: the pool is too small for the work.
+// retries with back-off, as it does for any outage later. Run logs a warning when callers of the
+// pool (its own statements and the handlers) keep waiting for connections: the pool is too small
+// for the work.
 func (c *Client) Run(ctx context.Context, workers ...AnyWorker) error {
 	specs, err := c.claimWorkers(workers)
 	if err != nil {
