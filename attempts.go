@@ -117,7 +117,8 @@ func inLine(a, b *attempt) int { return rowsInLine(a.row, b.row) }
 // returns their handlers' tasks. A row whose job's previous attempt still runs here means that
 // attempt lost its lock (its lease ran out and the job was taken back before a heartbeat
 // noticed): it is given up first, returned in lost, and its EventLockLost comes before the new
-// start.
+// start. In a stalled queue what finds no free slot goes back at once: it was claimed ahead by a
+// claim sent before the stall, and no slot is expected to free in time for it.
 func (s *attemptSet) hold(q *queueRun, rows []*jobRow, leaseEnd, now time.Time) (tasks []handlerTask, lost []*attempt) {
 	slices.SortFunc(rows, rowsInLine)
 	var events []Event
@@ -138,6 +139,13 @@ func (s *attemptSet) hold(q *queueRun, rows []*jobRow, leaseEnd, now time.Time) 
 	}
 	tasks, started := s.startWaiting(q, now)
 	q.events.emitAll(append(events, started...))
+	if qs.stalled && len(qs.waiting) > 0 {
+		for _, a := range qs.waiting {
+			s.handBack(a)
+		}
+		qs.waiting = nil
+		s.w.settle.signal()
+	}
 	return tasks, lost
 }
 
@@ -313,30 +321,30 @@ func (s *attemptSet) handBackWaiting(q *queueRun) int {
 	return n
 }
 
-// handBackOverdue queues the attempts that have waited for a slot longer than aheadWait by now
-// to go back to the queue unstarted and uncharged, and marks their queues stalled; it returns
-// when the next waiting attempt is due to go back, zero if none waits.
+// handBackOverdue queues the attempts waiting for a slot to go back to the queue unstarted and
+// uncharged, in each queue where one has waited longer than aheadWait by now, and marks those
+// queues stalled: all of a stalled queue's waiting line goes, since its slots are not freeing as
+// expected and those behind would wait in vain too (hold keeps it empty until a handler returns).
+// It returns when the next waiting attempt is due to go back, zero if none waits.
 func (s *attemptSet) handBackOverdue(now time.Time) (next time.Time) {
 	n := 0
 	s.mu.Lock()
 	for i := range s.queues {
 		qs := &s.queues[i]
-		before := len(qs.waiting)
-		// The waiting line keeps the queue's order with those that go back taken out.
-		qs.waiting = slices.DeleteFunc(qs.waiting, func(a *attempt) bool {
-			due := a.since.Add(s.aheadWait)
-			if now.Before(due) {
-				if next.IsZero() || due.Before(next) {
-					next = due
-				}
-				return false
+		due := s.firstDue(qs)
+		switch {
+		case due.IsZero():
+		case now.Before(due):
+			if next.IsZero() || due.Before(next) {
+				next = due
 			}
-			s.handBack(a)
-			return true
-		})
-		if len(qs.waiting) < before {
+		default:
+			for _, a := range qs.waiting {
+				s.handBack(a)
+			}
+			n += len(qs.waiting)
+			qs.waiting = nil
 			qs.stalled = true
-			n += before - len(qs.waiting)
 		}
 	}
 	s.mu.Unlock()
@@ -344,6 +352,17 @@ func (s *attemptSet) handBackOverdue(now time.Time) (next time.Time) {
 		s.w.settle.signal()
 	}
 	return next
+}
+
+// firstDue returns when the first of qs's waiting attempts is due to go back, zero if none waits.
+// The caller holds s.mu.
+func (s *attemptSet) firstDue(qs *queueSlots) (due time.Time) {
+	for _, a := range qs.waiting {
+		if d := a.since.Add(s.aheadWait); due.IsZero() || d.Before(due) {
+			due = d
+		}
+	}
+	return due
 }
 
 // giveUpOverdue gives up handlers still running ShutdownTimeout after their JobTimeout, those

@@ -91,6 +91,32 @@ func TestHoldKeepsWaitingInLine(t *testing.T) {
 	}
 }
 
+// Jobs that reach a stalled queue — a claim sent before its last jobs claimed ahead went back
+// for waiting too long — go back at once, uncharged, rather than wait for a slot in vain.
+func TestHoldHandsBackWhatReachesAStalledQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "stalled")
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 1}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	qr, set := rt.queues[0], rt.set
+	set.queues[qr.index].busy = 1 // its one slot is taken
+	set.queues[qr.index].stalled = true
+	rows := []*jobRow{{queue: qr.name, id: ulid.Make(), attempt: 1}, {queue: qr.name, id: ulid.Make(), attempt: 1}}
+	tasks, lost := set.hold(qr, rows, time.Now().Add(time.Minute), time.Now())
+	if len(tasks) != 0 || len(lost) != 0 {
+		t.Fatalf("%d started, %d lost; want none", len(tasks), len(lost))
+	}
+	if c := setCounts(set, qr); c[2] != 0 || c[4] != 2 {
+		t.Fatalf("%d waiting, %d outcomes; want none waiting, both going back", c[2], c[4])
+	}
+	set.queues[qr.index].stalled = false // as when a handler returns: what comes next waits
+	set.hold(qr, []*jobRow{{queue: qr.name, id: ulid.Make(), attempt: 1}}, time.Now().Add(time.Minute), time.Now())
+	if c := setCounts(set, qr); c[2] != 1 {
+		t.Fatalf("%d waiting in a queue not stalled, want 1", c[2])
+	}
+}
+
 // setCounts returns what the set counts of q: handlers in a slot, jobs held, waiting, handlers
 // without a slot (of the whole set), outcomes waiting for the completer.
 func setCounts(s *attemptSet, q *queueRun) [5]int {
