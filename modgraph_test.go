@@ -1,12 +1,10 @@
 package pgqueue
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // What an application that imports pgqueue gets in its module graph is part of the product: only
@@ -45,66 +43,11 @@ func TestImportersModuleGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	write := func(name, content string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	im := testenv.BuildImporter(t,
+		map[string]string{"main.go": "package main\n\nimport _ \"github.com/pgqueue/pgqueue\"\n\nfunc main() {}\n"},
+		map[string]string{"github.com/pgqueue/pgqueue": repo})
+	im.Check(t, forbiddenAnywhere, importerModulesMax, importerSumLinesMax)
+	for _, m := range im.Requires("github.com/pgqueue/pgqueue", forbiddenDownloads) {
+		t.Errorf("pgqueue requires %s", m)
 	}
-	write("go.mod", "module example.com/importer\n\ngo 1.26.0\n\nreplace github.com/pgqueue/pgqueue => "+repo+"\n")
-	write("main.go", "package main\n\nimport _ \"github.com/pgqueue/pgqueue\"\n\nfunc main() {}\n")
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(t.Context(), "go", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return string(out)
-	}
-	run("mod", "tidy")
-	modules := strings.Split(strings.TrimSpace(run("list", "-m", "all")), "\n")
-	graph := run("mod", "graph")
-	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sumLines := strings.Split(strings.TrimSpace(string(sum)), "\n")
-	t.Logf("an importer's graph: %d lines of go list -m all, %d lines of go.sum", len(modules), len(sumLines))
-
-	for _, m := range modules {
-		if containsAny(m, forbiddenAnywhere) {
-			t.Errorf("an importer's module graph holds %s", m)
-		}
-	}
-	for _, line := range sumLines {
-		if containsAny(line, forbiddenDownloads) {
-			t.Errorf("an importer downloads %s", line)
-		}
-	}
-	for _, edge := range strings.Split(graph, "\n") {
-		if from, to, ok := strings.Cut(edge, " "); ok && strings.HasPrefix(from, "github.com/pgqueue/pgqueue") &&
-			containsAny(to, forbiddenDownloads) {
-			t.Errorf("pgqueue requires %s", to)
-		}
-	}
-	if len(modules) > importerModulesMax {
-		t.Errorf("go list -m all has %d lines, above the bound of %d:\n%s", len(modules), importerModulesMax, strings.Join(modules, "\n"))
-	}
-	if len(sumLines) > importerSumLinesMax {
-		t.Errorf("go.sum has %d lines, above the bound of %d:\n%s", len(sumLines), importerSumLinesMax, sum)
-	}
-}
-
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
 }

@@ -1,12 +1,11 @@
 package pgqueuetest
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // What an application that tests with pgqueuetest gets in its module graph is part of the product.
@@ -63,62 +62,9 @@ func TestImportersModuleGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	write := func(name, content string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("go.mod", "module example.com/app\n\ngo 1.26.0\n\n"+
-		"replace github.com/pgqueue/pgqueue => "+filepath.Dir(here)+"\n\n"+
-		"replace github.com/pgqueue/pgqueue/pgqueuetest => "+here+"\n")
-	write("app_test.go", importerTest)
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(t.Context(), "go", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return string(out)
-	}
-	run("mod", "tidy")
-	run("vet", ".") // the application's test compiles against pgqueuetest as it is
-	modules := strings.Split(strings.TrimSpace(run("list", "-m", "all")), "\n")
-	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sumLines := strings.Split(strings.TrimSpace(string(sum)), "\n")
-	t.Logf("an application testing with pgqueuetest: %d lines of go list -m all, %d lines of go.sum", len(modules), len(sumLines))
-
-	for _, m := range modules {
-		if containsAny(m, importerForbidden) {
-			t.Errorf("the application's module graph holds %s", m)
-		}
-	}
-	for _, line := range sumLines {
-		if containsAny(line, importerForbidden) {
-			t.Errorf("the application downloads %s", line)
-		}
-	}
-	if len(modules) > importerModulesMax {
-		t.Errorf("go list -m all has %d lines, above the bound of %d:\n%s", len(modules), importerModulesMax, strings.Join(modules, "\n"))
-	}
-	if len(sumLines) > importerSumLinesMax {
-		t.Errorf("go.sum has %d lines, above the bound of %d:\n%s", len(sumLines), importerSumLinesMax, sum)
-	}
-}
-
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
+	im := testenv.BuildImporter(t, map[string]string{"app_test.go": importerTest}, map[string]string{
+		"github.com/pgqueue/pgqueue":             filepath.Dir(here),
+		"github.com/pgqueue/pgqueue/pgqueuetest": here,
+	})
+	im.Check(t, importerForbidden, importerModulesMax, importerSumLinesMax)
 }
