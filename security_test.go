@@ -272,7 +272,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	slices.Sort(called)
 	if want := slices.Sorted(slices.Values(pgqueueFunctions)); !slices.Equal(called, want) {
-		t.Fatalf("the schema's functions that statements call are %v; pgqueueFunctions (and the README's grants) say %v", called, want)
+		t.Fatalf("the schema's functions that statements call are %v; pgqueueFunctions (and the grants of docs/migrations.md, \"Least privilege\") say %v", called, want)
 	}
 	if n := executable(); n != len(pgqueueFunctions) {
 		t.Fatalf("a new role may execute %d of the %d functions by default, want all (PUBLIC)", n, len(pgqueueFunctions))
