@@ -27,18 +27,18 @@ func ExampleQueue_Cancel_running() {
 	}
 
 	started := make(chan struct{})
-	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)            // the handler's context's cause
+	events := make(chan pgqueue.EventKind, 1) // the job's outcome, from OnEvent
 	worker, err := exports.NewWorker(func(ctx context.Context, job *pgqueue.Job[string]) error {
 		fmt.Println("exporting", job.Payload)
 		close(started)
 		<-ctx.Done() // a long export, which watches its context
-		fmt.Println("stopped:", context.Cause(ctx))
+		stopped <- context.Cause(ctx)
 		return ctx.Err() // ignored: the job is cancelled
 	}, &pgqueue.WorkerOptions{
 		OnEvent: func(ev pgqueue.Event) {
 			if ev.Kind == pgqueue.EventCancelled {
-				fmt.Println("event:", ev.Kind)
-				stop()
+				events <- ev.Kind
 			}
 		},
 	})
@@ -49,6 +49,7 @@ func ExampleQueue_Cancel_running() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error)
 	go func() { ran <- client.Run(runCtx, worker) }()
 
@@ -56,6 +57,9 @@ func ExampleQueue_Cancel_running() {
 	if err := exports.Cancel(ctx, job.ID); err != nil && !errors.Is(err, pgqueue.ErrJobFinished) {
 		log.Fatal(err) // ErrJobFinished: it completed or failed first
 	}
+	fmt.Println("stopped:", <-stopped)
+	fmt.Println("event:", <-events)
+	stop()
 	if err := <-ran; err != nil {
 		log.Fatal(err)
 	}
