@@ -13,41 +13,63 @@ import (
 // 8-40 ms after its enqueue, where it took 1 ms idle. So the claimer has a second loop, woken by
 // the listener when a queue has new jobs, which claims for the quiet queues — those whose last
 // claim came back short (no drain), with no round in flight and no limits — in one round trip on
-// a connection of the pool's own, and starts their jobs as soon as it comes back. One express
-// round is out at a time, and a queue with one out sends no other claim until it is back. It
-// claims for free slots only: jobs claimed ahead would wait for a slot anyway.
+// a connection of the pool's own, and starts their jobs as soon as it comes back. Up to
+// expressRounds are out at once, and a queue with one out sends no other claim until it is back.
+// It claims for free slots only: jobs claimed ahead would wait for a slot anyway.
 
 // expressLoop claims for quiet queues until ctx ends, each time the listener says a queue has new
-// jobs (wakeups.express), or the claim loop leaves a quiet queue's claim to it.
+// jobs (wakeups.express), or the claim loop leaves a quiet queue's claim to it. Up to
+// expressRounds rounds are out at once, each for the queues that wanted a claim when it left, so
+// that a round slowed down (its connection's server process waiting for a core behind a drain)
+// does not hold the wake-ups of the queues that get jobs meanwhile.
 func (cl *claimer) expressLoop(ctx context.Context) {
+	free := make(chan struct{}, expressRounds)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-cl.rt.w.express:
 		}
+		select {
+		case <-ctx.Done():
+			return
+		case free <- struct{}{}:
+		}
 		wants := cl.expressWants()
 		if len(wants) == 0 {
+			<-free
 			continue
 		}
-		claimed, again, sent, err := claimOnce(ctx, cl.rt.c, wants)
-		cl.mu.Lock()
-		cl.unreserve(wants)
-		for _, w := range wants {
-			cl.queues[w.q.index].express = false
-		}
-		if err == nil {
-			cl.noteAll(wants, claimed, again)
-		}
-		cl.mu.Unlock()
-		if err != nil {
-			cl.expressFailed(wants, err)
-			continue
-		}
-		cl.took(ctx, wants, claimed, sent)
-		cl.rt.w.express.signal() // wishes heard while it was out
-		cl.rt.w.claim.signal()   // to report the queues drained
+		cl.express.Go(func() {
+			defer func() { <-free }()
+			cl.expressRound(ctx, wants)
+		})
 	}
+}
+
+// expressRounds is how many express rounds may be out at once, each on a connection of its own
+// (RuntimeConns counts them).
+const expressRounds = 2
+
+// expressRound claims for wants in one round trip, and starts the jobs it took.
+func (cl *claimer) expressRound(ctx context.Context, wants []claimWant) {
+	claimed, again, sent, err := claimOnce(ctx, cl.rt.c, wants)
+	cl.mu.Lock()
+	cl.unreserve(wants)
+	for _, w := range wants {
+		cl.queues[w.q.index].express = false
+	}
+	if err == nil {
+		cl.noteAll(wants, claimed, again)
+	}
+	cl.mu.Unlock()
+	if err != nil {
+		cl.expressFailed(wants, err)
+		return
+	}
+	cl.took(ctx, wants, claimed, sent)
+	cl.rt.w.express.signal() // wishes heard while it was out
+	cl.rt.w.claim.signal()   // to report the queues drained
 }
 
 // expressWants returns the quiet queues that want a claim and may claim, taking their wish, and

@@ -10,20 +10,20 @@ import (
 // itself: its heartbeat, completer and maintenance loop each hold one for the length of a
 // statement (or one pipelined batch) at a time, and its claim loop holds one while claims are in
 // flight, which in a busy runtime is most of the time, a second while it claims on two at once (a
-// drain of short jobs; behind a transaction pooler, never), and a third for an express claim of
-// quiet queues beside such a drain (express.go), and gives them back when it goes idle. The
+// drain of short jobs; behind a transaction pooler, never), and up to two more for express claims
+// of quiet queues beside such a drain (express.go), and gives them back when it goes idle. The
 // client's LISTEN connection is not among them: it is taken out of the pool
 // (hijacked) when the first Run starts, and the pool may open another in its place. Handlers
 // need connections of their own on top: Job.Update takes one for its statement, and a handler's
 // own queries and transactions take theirs.
 //
-// It is 6: the heartbeat, completer and maintenance loop (3), the claim loop's connections
-// (claimConns, 2) and the express claim (1).
-const RuntimeConns = 6
+// It is 7: the heartbeat, completer and maintenance loop (3), the claim loop's connections
+// (claimConns, 2) and the express claims (expressRounds, 2).
+const RuntimeConns = 7
 
 // RuntimeConns is written as a number so that go doc shows it; this fails to compile (an array
 // of negative or non-zero length is not a [0]struct{}) unless it is still the sum it documents.
-var _ [0]struct{} = [RuntimeConns - (3 + claimConns + 1)]struct{}{}
+var _ [0]struct{} = [RuntimeConns - (3 + claimConns + expressRounds)]struct{}{}
 
 const (
 	// poolWaitShare is the share of wall time that callers of the pool, added up, may spend
