@@ -51,6 +51,7 @@ func ExampleWriteGooseMigrations() {
 	// 00014_pgqueue_20261208120000_running_by_queue.sql
 	// 00015_pgqueue_20261209120000_claimed_ahead.sql
 	// 00016_pgqueue_20261210120000_rate_starts.sql
+	// 00017_pgqueue_20261211120000_add_job.sql
 }
 
 // A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the

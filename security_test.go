@@ -161,7 +161,8 @@ func TestHostileSchemaName(t *testing.T) {
 //	    <schema>.pgqueue_claims_held TO <role>;
 //	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel(), <schema>.pgqueue_schema_version(),
 //	    <schema>.pgqueue_count_moves(text[], text[], text[]), <schema>.pgqueue_capped_take(text, integer),
-//	    <schema>.pgqueue_wake_held(text[]), <schema>.pgqueue_start_holds(<schema>.pgqueue_starts, timestamptz)
+//	    <schema>.pgqueue_wake_held(text[]), <schema>.pgqueue_start_holds(<schema>.pgqueue_starts, timestamptz),
+//	    <schema>.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer)
 //	    TO <role>;
 //
 // Postgres grants EXECUTE on a new function to PUBLIC unless default privileges revoke it, so the
@@ -171,14 +172,16 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues
     %[1]s.pgqueue_counts, %[1]s.pgqueue_count_deltas, %[1]s.pgqueue_starts, %[1]s.pgqueue_claims_held TO %[2]s;
 GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %[1]s.pgqueue_schema_version(),
     %[1]s.pgqueue_count_moves(text[], text[], text[]), %[1]s.pgqueue_capped_take(text, integer),
-    %[1]s.pgqueue_wake_held(text[]), %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz) TO %[2]s`
+    %[1]s.pgqueue_wake_held(text[]), %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz),
+    %[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer) TO %[2]s`
 
 // pgqueueFunctions are the functions the migrations create that statements call, as
 // regprocedure text: all but the trigger functions (a trigger runs its function whatever the
 // privileges of the role whose statement fires it).
 var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()", "pgqueue_schema_version()",
 	"pgqueue_count_moves(text[],text[],text[])", "pgqueue_capped_take(text,integer)", "pgqueue_wake_held(text[])",
-	"pgqueue_start_holds(pgqueue_starts,timestamp with time zone)"}
+	"pgqueue_start_holds(pgqueue_starts,timestamp with time zone)",
+	"pgqueue_add_job(text,jsonb,timestamp with time zone,integer,integer,text,text,integer,jsonb,interval,integer)"}
 
 // newRole creates a login role that holds nothing, dropped (with what it owns and its grants)
 // when the test ends, and returns its name.
@@ -205,7 +208,8 @@ func newRole(t *testing.T, b *bundle) string {
 // pgqueue_claims_held, may use the new table once the schema is migrated: the migration grants it
 // to every role that may update pgqueue_jobs, so that claims and settles go on across the
 // upgrade. A queue's claims held back when it runs stay marked. So with the function
-// pgqueue_start_holds of 20261210120000.
+// pgqueue_start_holds of 20261210120000, and pgqueue_add_job of 20261211120000 for the roles that
+// may insert jobs.
 func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 	t.Parallel()
 	b := &bundle{t: t, schema: newSchema(t)}
@@ -216,7 +220,8 @@ func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 	}
 	role := newRole(t, b)
 	before := strings.Replace(leastPrivilegeGrants, ", %[1]s.pgqueue_claims_held", "", 1)
-	before = strings.Replace(before, ", %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz)", "", 1)
+	before = strings.Replace(before, ", %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz),\n    "+
+		"%[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer)", "", 1)
 	b.exec(fmt.Sprintf(before, pgx.Identifier{b.schema}.Sanitize(), pgx.Identifier{role}.Sanitize()))
 	b.exec("INSERT INTO pgqueue_queues (name, claims_held) VALUES ('held', true)")
 	migrate(t, b.pool)
@@ -234,6 +239,10 @@ func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 	fn := pgx.Identifier{b.schema}.Sanitize() + ".pgqueue_start_holds(pgqueue_starts, timestamptz)"
 	if err := b.pool.QueryRow(ctx, "SELECT has_function_privilege($1, $2, 'EXECUTE')", role, fn).Scan(&held); err != nil || !held {
 		t.Fatalf("after the upgrade the role may not execute pgqueue_start_holds (%v)", err)
+	}
+	fn = pgx.Identifier{b.schema}.Sanitize() + ".pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer)"
+	if err := b.pool.QueryRow(ctx, "SELECT has_function_privilege($1, $2, 'EXECUTE')", role, fn).Scan(&held); err != nil || !held {
+		t.Fatalf("after the upgrade the role may not execute pgqueue_add_job (%v)", err)
 	}
 }
 
