@@ -80,8 +80,8 @@ var gooseFileName = regexp.MustCompile(`^[0-9]+_pgqueue_([0-9]+)_[^/]*\.sql$`)
 // pgqueue's files by their names: those it wrote, and pgqueue's files copied under their own
 // names. firstVersion must be above every version in dir, or plain goose would refuse the new
 // files as missing migrations once a later one is applied: otherwise the error wraps
-// ErrInvalidOption. A firstVersion of 0 numbers them from one above dir's highest version. It never overwrites a file; if writing fails midway, the files written
-// before stay.
+// ErrInvalidOption. A firstVersion of 0 numbers them from one above dir's highest version. It
+// never overwrites a file; if writing fails midway, the files written before stay.
 func WriteGooseMigrations(dir string, firstVersion int64) ([]GooseFile, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
