@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/oklog/ulid/v2"
@@ -37,16 +36,8 @@ func (h *Handler) confirmJob(a Action) http.HandlerFunc {
 		if !h.allowed(w, r, a) {
 			return
 		}
-		id, ok := h.parseID(w, r, r.PathValue("id"))
+		e, ok := h.pathJob(w, r)
 		if !ok {
-			return
-		}
-		e, err := h.client.Job(r.Context(), id)
-		if errors.Is(err, pgqueue.ErrNotFound) {
-			h.fail(w, r, http.StatusNotFound, noJob(id))
-			return
-		} else if err != nil {
-			h.serverError(w, r, "read the job", err)
 			return
 		}
 		d := &confirmData{ID: e.ID, Queue: e.Queue, Status: e.Status, Action: a}

@@ -56,18 +56,28 @@ func (h *Handler) parseID(w http.ResponseWriter, r *http.Request, s string) (uli
 	return id, true
 }
 
-// jobPage serves one job: payload, status, every attempt's error, timings and actions.
-func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
+// pathJob reads the job the path's id names, answering the request itself (and returning false)
+// when the id is malformed (400), no job has it (404) or the read fails (500).
+func (h *Handler) pathJob(w http.ResponseWriter, r *http.Request) (*pgqueue.JobEntry[json.RawMessage], bool) {
 	id, ok := h.parseID(w, r, r.PathValue("id"))
 	if !ok {
-		return
+		return nil, false
 	}
 	e, err := h.client.Job(r.Context(), id)
 	if errors.Is(err, pgqueue.ErrNotFound) {
 		h.fail(w, r, http.StatusNotFound, noJob(id))
-		return
+		return nil, false
 	} else if err != nil {
 		h.serverError(w, r, "read the job", err)
+		return nil, false
+	}
+	return e, true
+}
+
+// jobPage serves one job: payload, status, every attempt's error, timings and actions.
+func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
+	e, ok := h.pathJob(w, r)
+	if !ok {
 		return
 	}
 	can := h.permissionsOf(r)
