@@ -29,6 +29,20 @@ func BenchmarkEnqueue(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
 }
 
+// BenchmarkEnqueueFromSQL is BenchmarkEnqueue through the SQL function pgqueue_add_job, called
+// as an application's own statement would call it: compare the two's jobs/s.
+func BenchmarkEnqueueFromSQL(b *testing.B) {
+	bb := setup(b)
+	ctx := b.Context()
+	start := time.Now()
+	for b.Loop() {
+		if _, err := bb.pool.Exec(ctx, "SELECT pgqueue_add_job('bench', '1')"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
+
 func BenchmarkEnqueueParallel16(b *testing.B) {
 	bb := &bundle{t: b, schema: newSchema(b)}
 	bb.pool = newPool(b, bb.schema, 20)
