@@ -184,3 +184,42 @@ func TestAddJobFromATrigger(t *testing.T) {
 		t.Fatalf("ran the job of %s", got)
 	}
 }
+
+// A statement that adds many jobs to a queue in one transaction wakes its workers once: Postgres
+// sends a transaction's identical notifications once. The next notification a listener gets is
+// another transaction's.
+func TestAddJobNotifiesOncePerTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	var channel string
+	if err := b.pool.QueryRow(ctx, "SELECT pgqueue_channel()").Scan(&channel); err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, testDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	b.exec("SELECT pgqueue_add_job('bulk', to_jsonb(i)) FROM generate_series(1, 1000) AS i")
+	b.exec("SELECT pgqueue_add_job('after', '{}')")
+	var got []string
+	for len(got) < 2 {
+		waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := listener.WaitForNotification(waitCtx)
+		cancel()
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		got = append(got, n.Payload)
+	}
+	if got[0] != "a bulk" || got[1] != "a after" {
+		t.Fatalf("notifications %q, want one for the thousand jobs of bulk, then after's", got)
+	}
+	if n := b.count("queue = 'bulk'"); n != 1000 {
+		t.Fatalf("%d jobs of bulk, want 1000", n)
+	}
+}
