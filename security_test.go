@@ -356,6 +356,8 @@ func TestLeastPrivilege(t *testing.T) {
 	_, err = q.EnqueueManyTx(ctx, tx, []string{"tx many"}, &EnqueueOptions{Delay: time.Hour})
 	check("EnqueueManyTx", err)
 	check("Commit", tx.Commit(ctx))
+	_, err = pool.Exec(ctx, `SELECT pgqueue_add_job('restricted_sql', '"from SQL"', run_at => now() + interval '1 hour')`)
+	check("pgqueue_add_job", err)
 	failing, err := q.Enqueue(ctx, "fail", &EnqueueOptions{MaxAttempts: 1})
 	check("Enqueue", err)
 	snoozing, err := q.Enqueue(ctx, "snooze", nil)
