@@ -91,6 +91,7 @@ type attempt struct {
 	maxAttempts int
 	watched     bool                        // the queue was watched when the job was claimed
 	repeats     bool                        // the job has repeats left
+	inWorkflow  bool                        // the job is a step of a workflow: kept when it completes
 	ahead       bool                        // claimed ahead of a free slot: its start is recorded when it starts
 	rated       bool                        // its start was logged for a rate: reported once its handler starts
 	logger      atomic.Pointer[slog.Logger] // made by the first call of Logger in its handler
@@ -126,6 +127,7 @@ func newAttempt(q *queueRun, r *jobRow, leaseEnd time.Time) *attempt {
 		maxAttempts: r.maxAttempts,
 		watched:     r.watched,
 		repeats:     r.repeatRemaining != 0,
+		inWorkflow:  r.workflow != nil,
 		ahead:       r.ahead,
 		cancel:      func(error) {},
 		state:       attemptNew,
@@ -133,6 +135,11 @@ func newAttempt(q *queueRun, r *jobRow, leaseEnd time.Time) *attempt {
 		row:         r,
 	}
 }
+
+// keep reports whether a's job stays in the table, completed, when it succeeds: its queue keeps
+// completed jobs, or it is a step of a workflow, kept with its result until the workflow has
+// finished.
+func (a *attempt) keep() bool { return a.q.keep || a.inWorkflow }
 
 // logAttrs are the attributes of every log line about a's job.
 func (a *attempt) logAttrs() []slog.Attr {

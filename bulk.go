@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/oklog/ulid/v2"
 )
 
 // JobFilter selects jobs by queue, status and time, for CountJobs and the bulk operations
@@ -26,6 +28,9 @@ type JobFilter struct {
 	// FinishedAfter and FinishedBefore keep the jobs that finished (FinishedAt) at or after,
 	// and before, these times; setting either keeps finished jobs only. Default to unbounded.
 	FinishedAfter, FinishedBefore time.Time
+	// Workflow keeps the jobs of this workflow (Workflow.ID). Defaults to jobs of any workflow
+	// or none.
+	Workflow ulid.ULID
 }
 
 // BulkOptions are the options of the bulk operations. A nil *BulkOptions means defaults.
@@ -47,24 +52,47 @@ const (
 )
 
 // The bulk statements, each with job_filter.sql written in where it says /*filter*/, so that the
-// condition has one copy.
+// condition has one copy; and each again with workflow_filter.sql after it, for a filter that
+// names a workflow, which binds it after the statement's own parameters.
 var (
-	bulkCountSQL  = withJobFilter(bulkCountTemplate)
-	bulkRetrySQL  = withJobFilter(bulkRetryTemplate)
-	bulkCancelSQL = withJobFilter(bulkCancelTemplate)
-	bulkDeleteSQL = withJobFilter(bulkDeleteTemplate)
+	bulkCountSQL  = withJobFilter(bulkCountTemplate, 7)
+	bulkRetrySQL  = withJobFilter(bulkRetryTemplate, 9)
+	bulkCancelSQL = withJobFilter(bulkCancelTemplate, 9)
+	bulkDeleteSQL = withJobFilter(bulkDeleteTemplate, 9)
 )
 
+// bulkStatement is a bulk statement for filters without a workflow and with one.
+type bulkStatement struct{ plain, workflow string }
+
+// of returns the statement for f.
+func (b bulkStatement) of(f JobFilter) string {
+	if f.Workflow != (ulid.ULID{}) {
+		return b.workflow
+	}
+	return b.plain
+}
+
 // withJobFilter returns statement with job_filter.sql's condition in place of /*filter*/ (its
-// header comment dropped).
-func withJobFilter(statement string) string {
+// header comment dropped), and with workflow_filter.sql's after it, its workflow bound to
+// $workflowParam.
+func withJobFilter(statement string, workflowParam int) bulkStatement {
+	cond := "(" + sqlCondition(jobFilterSQL) + ")"
+	inFlow := cond + " AND " + strings.ReplaceAll(sqlCondition(workflowFilterSQL), "$W", fmt.Sprintf("$%d", workflowParam))
+	return bulkStatement{
+		plain:    strings.Replace(statement, "/*filter*/", cond, 1),
+		workflow: strings.Replace(statement, "/*filter*/", "("+inFlow+")", 1),
+	}
+}
+
+// sqlCondition returns a condition file's text without its header comment.
+func sqlCondition(file string) string {
 	var cond []string
-	for line := range strings.Lines(jobFilterSQL) {
+	for line := range strings.Lines(file) {
 		if !strings.HasPrefix(line, "--") {
 			cond = append(cond, line)
 		}
 	}
-	return strings.Replace(statement, "/*filter*/", "("+strings.TrimSpace(strings.Join(cond, ""))+")", 1)
+	return strings.TrimSpace(strings.Join(cond, ""))
 }
 
 // args checks the filter and returns its statement arguments, $1 to $6 of job_filter.sql.
@@ -95,6 +123,14 @@ func (f JobFilter) args() ([]any, error) {
 	return []any{queues, statuses, at(f.EnqueuedAfter), at(f.EnqueuedBefore), at(f.FinishedAfter), at(f.FinishedBefore)}, nil
 }
 
+// withWorkflow appends the filter's workflow to a statement's arguments, if it names one.
+func (f JobFilter) withWorkflow(args []any) []any {
+	if f.Workflow == (ulid.ULID{}) {
+		return args
+	}
+	return append(args, [16]byte(f.Workflow))
+}
+
 // CountJobs returns how many jobs the filter keeps: what a bulk operation with the same filter
 // would look at, as of now. It reads every job the filter's queues and statuses select.
 func (c *Client) CountJobs(ctx context.Context, f JobFilter) (int, error) {
@@ -103,7 +139,7 @@ func (c *Client) CountJobs(ctx context.Context, f JobFilter) (int, error) {
 		return 0, wrapf(err, "count jobs")
 	}
 	var n int
-	if err := c.pool.QueryRow(ctx, bulkCountSQL, args...).Scan(&n); err != nil {
+	if err := c.pool.QueryRow(ctx, bulkCountSQL.of(f), f.withWorkflow(args)...).Scan(&n); err != nil {
 		return 0, wrapf(err, "count jobs")
 	}
 	return n, nil
@@ -154,7 +190,7 @@ const bulkConflictRetries = 5
 
 // bulk runs statement, a batch of a bulk operation, from the lowest id up until a batch looks at
 // no job, and returns how many jobs the batches changed.
-func (c *Client) bulk(ctx context.Context, op, statement string, f JobFilter, opts *BulkOptions) (int, error) {
+func (c *Client) bulk(ctx context.Context, op string, statement bulkStatement, f JobFilter, opts *BulkOptions) (int, error) {
 	args, err := f.args()
 	if err != nil {
 		return 0, wrapf(err, "%s", op)
@@ -170,7 +206,7 @@ func (c *Client) bulk(ctx context.Context, op, statement string, f JobFilter, op
 	var cursor [16]byte // below every id
 	done := 0
 	for {
-		last, n, err := c.bulkBatch(ctx, statement, append(args, cursor, batch))
+		last, n, err := c.bulkBatch(ctx, statement.of(f), f.withWorkflow(append(args, cursor, batch)))
 		if err != nil {
 			return done, wrapf(err, "%s (%d jobs changed before this batch failed)", op, done)
 		}

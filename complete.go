@@ -291,8 +291,8 @@ func (c *completer) build(batch []outcome, retake bool) *settleArgs {
 			switch {
 			case o.a.repeats:
 				a.repeatIDs, a.repeatTokens = append(a.repeatIDs, id), append(a.repeatTokens, token)
-				a.repeatKeep = append(a.repeatKeep, o.a.q.keep)
-			case o.a.q.keep:
+				a.repeatKeep = append(a.repeatKeep, o.a.keep())
+			case o.a.keep():
 				a.keptIDs, a.keptTokens = append(a.keptIDs, id), append(a.keptTokens, token)
 			default:
 				a.doneIDs, a.doneTokens = append(a.doneIDs, id), append(a.doneTokens, token)

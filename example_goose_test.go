@@ -52,6 +52,9 @@ func ExampleWriteGooseMigrations() {
 	// 00015_pgqueue_20261209120000_claimed_ahead.sql
 	// 00016_pgqueue_20261210120000_rate_starts.sql
 	// 00017_pgqueue_20261211120000_add_job.sql
+	// 00018_pgqueue_20261212120000_workflows.sql
+	// 00019_pgqueue_20261212130000_workflows_validate.sql
+	// 00020_pgqueue_20261212140000_add_job_after.sql
 }
 
 // A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the

@@ -14,6 +14,9 @@ type Status string
 
 // The states of a job. A job is live while scheduled, available or running.
 const (
+	// StatusPending: a step of a workflow (or a job added with dependencies) waiting for the
+	// jobs it depends on to finish. No claim sees it until the last of them has.
+	StatusPending Status = "pending"
 	// StatusScheduled: waiting for its run_at (a delayed job, or a retry backing off).
 	StatusScheduled Status = "scheduled"
 	// StatusAvailable: runnable now, waiting for a worker.
@@ -165,7 +168,7 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (xact string, repeat ulid.ULID, err error) {
 	b := &pgx.Batch{}
 	b.Queue(holdRowSQL, [16]byte(a.id), a.token)
-	b.Queue(completeRepeatSQL, [][16]byte{a.id}, [][16]byte{a.token}, [][16]byte{next}, []bool{a.q.keep})
+	b.Queue(completeRepeatSQL, [][16]byte{a.id}, [][16]byte{a.token}, [][16]byte{next}, []bool{a.keep()})
 	b.Queue(xactIDSQL)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -211,7 +214,8 @@ type jobRow struct {
 	metadata        []byte
 	key             *string
 	weight          int
-	watched         bool // the queue is being watched
+	workflow        *[16]byte // the workflow the job is a step of; nil if none
+	watched         bool      // the queue is being watched
 	// ahead: claimed ahead of a free slot, its start not recorded by the claim (claimWant.ahead);
 	// set by the claim loop, not read from the row.
 	ahead bool
@@ -235,7 +239,7 @@ func scanJobRow(rows pgx.CollectableRow) (*jobRow, error) {
 	r := new(jobRow)
 	err := rows.Scan(&r.queue, (*[16]byte)(&r.id), &r.priority, &r.attempt, &r.maxAttempts, &r.runAt,
 		&r.createdAt, &r.token, &r.payload, &r.errors, &r.uniqueKey, &r.repeatRemaining,
-		&r.repeatEveryUs, &r.metadata, &r.key, &r.weight, &r.watched)
+		&r.repeatEveryUs, &r.metadata, &r.key, &r.weight, &r.workflow, &r.watched)
 	return r, err
 }
 

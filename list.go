@@ -51,7 +51,7 @@ type JobPage[T any] struct {
 }
 
 // listSections are the parts of a listing, in order; each is read page by page over an index.
-var listSections = []Status{StatusRunning, StatusAvailable, StatusScheduled, StatusFailed, StatusCancelled, StatusCompleted}
+var listSections = []Status{StatusRunning, StatusAvailable, StatusScheduled, StatusPending, StatusFailed, StatusCancelled, StatusCompleted}
 
 // listCursor is where a listing stopped: the queue, the section, the sort key of the last entry,
 // and the place given to it.

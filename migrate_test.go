@@ -211,14 +211,20 @@ func TestQueriesPrepare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if path == "sql/job_filter.sql" {
-			continue // a condition, prepared within every bulk statement
+		if path == "sql/job_filter.sql" || path == "sql/workflow_filter.sql" {
+			continue // conditions, prepared within every bulk statement
 		}
 		// The statements on goose version tables name the table {table}; the bulk statements
-		// take job_filter.sql's condition.
-		query := versionTable{name: MigrationsVersionTable}.query(withJobFilter(string(text)))
-		if _, err := conn.Conn().Prepare(t.Context(), "", query); err != nil {
-			t.Errorf("%s: %v", path, err)
+		// take job_filter.sql's condition, and workflow_filter.sql's after their parameters.
+		workflowParam := 7
+		if strings.Contains(string(text), "$8") {
+			workflowParam = 9
+		}
+		b := withJobFilter(string(text), workflowParam)
+		for _, q := range []string{b.plain, b.workflow} {
+			if _, err := conn.Conn().Prepare(t.Context(), "", versionTable{name: MigrationsVersionTable}.query(q)); err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
 		}
 	}
 }

@@ -116,9 +116,15 @@ func (b *bundle) exec(sql string, args ...any) {
 // count returns the number of jobs matching a condition on pgqueue_jobs.
 func (b *bundle) count(where string, args ...any) int {
 	b.t.Helper()
+	return b.countIn("pgqueue_jobs", where, args...)
+}
+
+// countIn counts the rows of table that where keeps.
+func (b *bundle) countIn(table, where string, args ...any) int {
+	b.t.Helper()
 	var n int
-	if err := b.pool.QueryRow(context.Background(), "SELECT count(*) FROM pgqueue_jobs WHERE "+where, args...).Scan(&n); err != nil {
-		b.t.Fatalf("count %s: %v", where, err)
+	if err := b.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table+" WHERE "+where, args...).Scan(&n); err != nil {
+		b.t.Fatalf("count %s in %s: %v", where, table, err)
 	}
 	return n
 }

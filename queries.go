@@ -28,6 +28,12 @@ var (
 	claimLockSQL string
 	//go:embed sql/claim_settings.sql
 	claimSettingsSQL string
+	//go:embed sql/resolve.sql
+	resolveSQL string
+	//go:embed sql/enqueue_workflow.sql
+	enqueueWorkflowSQL string
+	//go:embed sql/depend_lock.sql
+	dependLockSQL string
 	//go:embed sql/limits_get.sql
 	limitsGetSQL string
 	//go:embed sql/limits_set.sql
@@ -132,8 +138,16 @@ var (
 	waitingJobsSQL string
 	//go:embed sql/job_filter.sql
 	jobFilterSQL string
+	//go:embed sql/workflow_filter.sql
+	workflowFilterSQL string
 	//go:embed sql/wake_held.sql
 	wakeHeldSQL string
+	//go:embed sql/workflow.sql
+	workflowSQL string
+	//go:embed sql/workflow_list.sql
+	workflowListSQL string
+	//go:embed sql/workflow_steps.sql
+	workflowStepsSQL string
 	//go:embed sql/watch.sql
 	watchSQL string
 	//go:embed sql/watch_all.sql

@@ -13,8 +13,8 @@ import (
 // runtime serves the queues of one Client.Run call. It wires the parts, each a type that owns its
 // state and sleeps on its own wake-up (w): the attempt set (attempts.go), whose lock is the only
 // shared one; the handler pool (handlers.go); the claimer (claimer.go), the heartbeater
-// (heartbeat.go), the completer (complete.go), the maintainer (maintain.go) and the scheduler
-// (scheduler.go). It starts them, stops them in order, and holds what they share: the client,
+// (heartbeat.go), the completer (complete.go), the maintainer (maintain.go), the resolver
+// (resolver.go) and the scheduler (scheduler.go). It starts them, stops them in order, and holds what they share: the client,
 // the queues, and the reports of runtime errors.
 type runtime struct {
 	c      *Client
@@ -87,6 +87,7 @@ func (rt *runtime) run(ctx context.Context) error {
 	background.Go(func() { rt.completer.loop(bg) })
 	var maintenance sync.WaitGroup
 	maintenance.Go(func() { rt.maint.loop(ctx) })
+	maintenance.Go(func() { newResolver(rt).loop(ctx) })
 	if len(rt.periodics) > 0 {
 		maintenance.Go(func() { newScheduler(rt, rt.periodics).loop(ctx) })
 	}

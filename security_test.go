@@ -68,8 +68,8 @@ func TestHostileSchemaName(t *testing.T) {
 	migrate(t, pool) // a second run finds its version table in the same schema
 	var tables int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'pgqueue%'`,
-		schema).Scan(&tables); err != nil || tables != 8 {
-		t.Fatalf("%d pgqueue tables in the schema (%v), want 8", tables, err)
+		schema).Scan(&tables); err != nil || tables != 12 {
+		t.Fatalf("%d pgqueue tables in the schema (%v), want 12", tables, err)
 	}
 
 	client, err := NewClient(pool, &Config{Logger: testLogger(t)})
@@ -158,22 +158,25 @@ func TestHostileSchemaName(t *testing.T) {
 //	GRANT USAGE ON SCHEMA <schema> TO <role>;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON <schema>.pgqueue_jobs, <schema>.pgqueue_queues, <schema>.pgqueue_schedules,
 //	    <schema>.pgqueue_counts, <schema>.pgqueue_count_deltas, <schema>.pgqueue_starts,
-//	    <schema>.pgqueue_claims_held TO <role>;
+//	    <schema>.pgqueue_claims_held, <schema>.pgqueue_workflows, <schema>.pgqueue_workflow_jobs,
+//	    <schema>.pgqueue_deps, <schema>.pgqueue_ended TO <role>;
 //	GRANT EXECUTE ON FUNCTION <schema>.pgqueue_notify(text), <schema>.pgqueue_channel(), <schema>.pgqueue_schema_version(),
 //	    <schema>.pgqueue_count_moves(text[], text[], text[]), <schema>.pgqueue_capped_take(text, integer),
 //	    <schema>.pgqueue_wake_held(text[]), <schema>.pgqueue_start_holds(<schema>.pgqueue_starts, timestamptz),
-//	    <schema>.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer)
-//	    TO <role>;
+//	    <schema>.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer,
+//	    uuid[], text), <schema>.pgqueue_lock_parents(uuid[]), <schema>.pgqueue_ulid(uuid) TO <role>;
 //
 // Postgres grants EXECUTE on a new function to PUBLIC unless default privileges revoke it, so the
 // last line is needed only where that grant has been revoked.
 const leastPrivilegeGrants = `GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
 GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_jobs, %[1]s.pgqueue_queues, %[1]s.pgqueue_schedules,
-    %[1]s.pgqueue_counts, %[1]s.pgqueue_count_deltas, %[1]s.pgqueue_starts, %[1]s.pgqueue_claims_held TO %[2]s;
+    %[1]s.pgqueue_counts, %[1]s.pgqueue_count_deltas, %[1]s.pgqueue_starts, %[1]s.pgqueue_claims_held,
+    %[1]s.pgqueue_workflows, %[1]s.pgqueue_workflow_jobs, %[1]s.pgqueue_deps, %[1]s.pgqueue_ended TO %[2]s;
 GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %[1]s.pgqueue_schema_version(),
     %[1]s.pgqueue_count_moves(text[], text[], text[]), %[1]s.pgqueue_capped_take(text, integer),
     %[1]s.pgqueue_wake_held(text[]), %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz),
-    %[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer) TO %[2]s`
+    %[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer, uuid[], text),
+    %[1]s.pgqueue_lock_parents(uuid[]), %[1]s.pgqueue_ulid(uuid) TO %[2]s`
 
 // pgqueueFunctions are the functions the migrations create that statements call, as
 // regprocedure text: all but the trigger functions (a trigger runs its function whatever the
@@ -181,7 +184,8 @@ GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %
 var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()", "pgqueue_schema_version()",
 	"pgqueue_count_moves(text[],text[],text[])", "pgqueue_capped_take(text,integer)", "pgqueue_wake_held(text[])",
 	"pgqueue_start_holds(pgqueue_starts,timestamp with time zone)",
-	"pgqueue_add_job(text,jsonb,timestamp with time zone,integer,integer,text,text,integer,jsonb,interval,integer)"}
+	"pgqueue_add_job(text,jsonb,timestamp with time zone,integer,integer,text,text,integer,jsonb,interval,integer,uuid[],text)",
+	"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)"}
 
 // newRole creates a login role that holds nothing, dropped (with what it owns and its grants)
 // when the test ends, and returns its name.
@@ -208,8 +212,8 @@ func newRole(t *testing.T, b *bundle) string {
 // pgqueue_claims_held, may use the new table once the schema is migrated: the migration grants it
 // to every role that may update pgqueue_jobs, so that claims and settles go on across the
 // upgrade. A queue's claims held back when it runs stay marked. So with the function
-// pgqueue_start_holds of 20261210120000, and pgqueue_add_job of 20261211120000 for the roles that
-// may insert jobs.
+// pgqueue_start_holds of 20261210120000, pgqueue_add_job of 20261211120000 for the roles that
+// may insert jobs, and the tables and functions of workflows (20261212120000, 20261212140000).
 func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 	t.Parallel()
 	b := &bundle{t: t, schema: newSchema(t)}
@@ -219,9 +223,14 @@ func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	role := newRole(t, b)
-	before := strings.Replace(leastPrivilegeGrants, ", %[1]s.pgqueue_claims_held", "", 1)
+	before := strings.Replace(leastPrivilegeGrants, ", %[1]s.pgqueue_claims_held,\n    %[1]s.pgqueue_workflows, "+
+		"%[1]s.pgqueue_workflow_jobs, %[1]s.pgqueue_deps, %[1]s.pgqueue_ended", "", 1)
 	before = strings.Replace(before, ", %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz),\n    "+
-		"%[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer)", "", 1)
+		"%[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer, uuid[], text),\n    "+
+		"%[1]s.pgqueue_lock_parents(uuid[]), %[1]s.pgqueue_ulid(uuid)", "", 1)
+	if strings.Contains(before, "workflow") || strings.Contains(before, "add_job") {
+		t.Fatalf("the grants before the upgrade still name what it adds:\n%s", before)
+	}
 	b.exec(fmt.Sprintf(before, pgx.Identifier{b.schema}.Sanitize(), pgx.Identifier{role}.Sanitize()))
 	b.exec("INSERT INTO pgqueue_queues (name, claims_held) VALUES ('held', true)")
 	migrate(t, b.pool)
@@ -240,9 +249,21 @@ func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 	if err := b.pool.QueryRow(ctx, "SELECT has_function_privilege($1, $2, 'EXECUTE')", role, fn).Scan(&held); err != nil || !held {
 		t.Fatalf("after the upgrade the role may not execute pgqueue_start_holds (%v)", err)
 	}
-	fn = pgx.Identifier{b.schema}.Sanitize() + ".pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer)"
-	if err := b.pool.QueryRow(ctx, "SELECT has_function_privilege($1, $2, 'EXECUTE')", role, fn).Scan(&held); err != nil || !held {
-		t.Fatalf("after the upgrade the role may not execute pgqueue_add_job (%v)", err)
+	for _, f := range []string{"pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer, uuid[], text)",
+		"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)"} {
+		fn = pgx.Identifier{b.schema}.Sanitize() + "." + f
+		if err := b.pool.QueryRow(ctx, "SELECT has_function_privilege($1, $2, 'EXECUTE')", role, fn).Scan(&held); err != nil || !held {
+			t.Fatalf("after the upgrade the role may not execute %s (%v)", f, err)
+		}
+	}
+	for _, table := range []string{"pgqueue_workflows", "pgqueue_workflow_jobs", "pgqueue_deps", "pgqueue_ended"} {
+		for _, privilege := range []string{"SELECT", "INSERT", "UPDATE", "DELETE"} {
+			var ok bool
+			name := pgx.Identifier{b.schema}.Sanitize() + "." + table
+			if err := b.pool.QueryRow(ctx, "SELECT has_table_privilege($1, $2, $3)", role, name, privilege).Scan(&ok); err != nil || !ok {
+				t.Fatalf("after the upgrade the role may not %s on %s (%v)", privilege, table, err)
+			}
+		}
 	}
 }
 

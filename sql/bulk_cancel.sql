@@ -8,7 +8,7 @@
 WITH target AS (
     SELECT id, status FROM pgqueue_jobs
     WHERE /*filter*/
-      AND status IN ('scheduled', 'available', 'running') AND id > $7
+      AND status IN ('pending', 'scheduled', 'available', 'running') AND id > $7
     ORDER BY id LIMIT $8 FOR UPDATE
 ), cancelled AS (
     UPDATE pgqueue_jobs AS j

@@ -3,10 +3,10 @@
 -- delete.sql does with cancel set: running ones are announced 'c <queue> <ids>' (their workers
 -- stop), the others 'd <queue> <ids>' (up to 200 ids a message). Returns the greatest id it looked
 -- at (NULL when none: the bulk is done) and how many jobs it deleted. Reads the primary key from
--- $7 on.
+-- $7 on. Clears pgqueue.completing, as delete.sql does.
 WITH target AS (
     SELECT id FROM pgqueue_jobs
-    WHERE /*filter*/ AND id > $7
+    WHERE /*filter*/ AND id > $7 AND set_config('pgqueue.completing', '', true) = ''
     ORDER BY id LIMIT $8 FOR UPDATE
 ), deleted AS (
     DELETE FROM pgqueue_jobs AS j

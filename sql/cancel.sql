@@ -9,7 +9,7 @@ WITH target AS (
     UPDATE pgqueue_jobs AS j
     SET status = 'cancelled', finished_at = now(), lock_until = NULL, lock_token = NULL, locked_by = NULL
     FROM target
-    WHERE j.id = target.id AND target.status IN ('scheduled', 'available', 'running')
+    WHERE j.id = target.id AND target.status IN ('pending', 'scheduled', 'available', 'running')
     RETURNING j.id, j.queue
 ), notified AS (
     SELECT pgqueue_notify('c ' || queue || ' ' || encode(uuid_send(id), 'hex'))

@@ -81,5 +81,5 @@ SET status       = 'running',
 WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM picked))
 RETURNING j.queue, j.id, j.priority, j.attempt, j.max_attempts, j.run_at, j.created_at, j.lock_token,
           j.payload, j.errors, j.unique_key, j.repeat_remaining,
-          (extract(epoch FROM j.repeat_every) * 1e6)::bigint, j.metadata, j.key, j.weight,
+          (extract(epoch FROM j.repeat_every) * 1e6)::bigint, j.metadata, j.key, j.weight, j.workflow,
           EXISTS (SELECT 1 FROM pgqueue_queues AS q WHERE q.name = j.queue AND q.watched_until > now())

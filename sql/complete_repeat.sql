@@ -11,13 +11,14 @@
 -- lost its lock (its newer attempt stays untouched), or its row is locked by another
 -- transaction: it skips such a row, as complete.sql does (Job.CompleteTx locks the row first,
 -- with hold_row.sql, so that it waits instead).
+-- It sets pgqueue.completing for the rest of the transaction, as complete.sql does.
 -- Counts what it inserts and moves itself (see the count_moves migration). Reads the primary key.
 WITH held AS (
     SELECT p.ctid, c.next_id, c.keep
     FROM pgqueue_jobs AS p
     JOIN unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
       ON p.id = c.id AND p.lock_token = c.lock_token
-    WHERE NOT c.keep OR p.status = 'running'
+    WHERE (NOT c.keep OR p.status = 'running') AND set_config('pgqueue.completing', 'on', true) = 'on'
     FOR UPDATE OF p SKIP LOCKED
 ), settled AS (
     DELETE FROM pgqueue_jobs AS j

@@ -1,0 +1,112 @@
+-- resolve: one batch of the resolver (see migration 20261212120000). Takes up to $1 of the
+-- oldest recorded ends of jobs (pgqueue_ended), skipping rows another resolver holds, and:
+--   * for each parent's latest end in the batch, updates its edges not yet met: met if it
+--     completed, or if the child runs anyway ('run'); broken otherwise (it failed, was cancelled
+--     or deleted). A re-opening (a retry) changes no edge: the parent's next end does;
+--   * locks the children those edges lead to, in id order (so that resolvers in several
+--     processes never deadlock on them), counts their waits_for down by the edges met, and moves
+--     each that is 'pending': cancelled if an edge broke with the policy 'cancel', with the
+--     reason appended to its errors (capped to the newest $2 entries, as fail.sql does); to
+--     'available' (or 'scheduled', if its run_at lies ahead) once no edge waits; or, if an edge
+--     broke with the policy 'wait', left pending with the reason appended. A child cancelled here
+--     ends in turn, which the trigger records for the next batch: cancellation runs down the
+--     graph one level a batch;
+--   * counts each workflow's ends (and re-openings) into pgqueue_workflows.unfinished, locked in
+--     id order, and stamps finished_at on those it brings to 0;
+--   * wakes the released jobs' queues ('a <queue>' or 's <queue>'), announces the cancelled
+--     ones ('c <queue> <ids>'), and the finished workflows ('f - <ids>'), on commit.
+-- Returns how many ends it took (fewer than $1: none are left), how many jobs it moved, and
+-- how many workflows it finished. Reads pgqueue_ended's primary key, pgqueue_deps' primary key
+-- (parent, child), and pgqueue_jobs' and pgqueue_workflows' primary keys (ids go in as arrays,
+-- so that a large batch stays an index scan rather than a join the planner could turn into a
+-- scan of the table).
+WITH ended AS MATERIALIZED (
+    DELETE FROM pgqueue_ended AS e
+    WHERE e.seq = ANY (ARRAY(SELECT seq FROM pgqueue_ended ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED))
+    RETURNING e.seq, e.job, e.workflow, e.outcome
+), last AS MATERIALIZED (
+    SELECT DISTINCT ON (job) job, outcome FROM ended WHERE outcome <> 'reopened' ORDER BY job, seq DESC
+), edges AS MATERIALIZED (
+    UPDATE pgqueue_deps AS d
+    SET state = CASE WHEN l.outcome = 'completed' OR d.on_failure = 'run' THEN 'met' ELSE 'broken' END
+    FROM last AS l
+    WHERE d.parent = ANY (ARRAY(SELECT job FROM last)) AND d.parent = l.job AND d.state <> 'met'
+    RETURNING d.child, d.parent, d.state, d.on_failure, l.outcome
+), children AS MATERIALIZED (
+    SELECT child,
+           count(*) FILTER (WHERE state = 'met') AS met,
+           bool_or(state = 'broken' AND on_failure = 'cancel') AS cancel,
+           -- the first broken edge, to name in the child's errors
+           (array_agg(parent ORDER BY parent) FILTER (WHERE state = 'broken'))[1] AS parent,
+           (array_agg(outcome ORDER BY parent) FILTER (WHERE state = 'broken'))[1] AS outcome
+    FROM edges
+    GROUP BY child
+), locked AS MATERIALIZED (
+    SELECT j.id, j.queue, j.status, j.run_at, j.attempt, j.waits_for - c.met AS waits, c.cancel, c.parent, c.outcome
+    FROM pgqueue_jobs AS j
+    JOIN children AS c ON c.child = j.id
+    WHERE j.id = ANY (ARRAY(SELECT child FROM children))
+    ORDER BY j.id
+    FOR NO KEY UPDATE OF j
+), planned AS MATERIALIZED (
+    SELECT l.*,
+           CASE WHEN l.status <> 'pending' THEN l.status
+                WHEN l.cancel THEN 'cancelled'
+                WHEN l.waits > 0 THEN 'pending'
+                WHEN l.run_at > now() THEN 'scheduled'
+                ELSE 'available' END AS to_status,
+           CASE WHEN l.status = 'pending' AND l.parent IS NOT NULL
+                THEN format('%s: it depends on job %s, which %s',
+                            CASE WHEN l.cancel THEN 'cancelled' ELSE 'waiting' END,
+                            pgqueue_ulid(l.parent),
+                            CASE l.outcome WHEN 'failed' THEN 'failed' ELSE 'was ' || l.outcome END)
+                     || CASE WHEN l.cancel THEN '' ELSE '; it runs once that job is retried and completes' END
+           END AS note
+    FROM locked AS l
+), moved AS (
+    UPDATE pgqueue_jobs AS j
+    SET waits_for   = p.waits,
+        status      = p.to_status,
+        counted     = CASE WHEN p.to_status <> p.status THEN NOT j.counted ELSE j.counted END,
+        finished_at = CASE WHEN p.to_status = 'cancelled' AND p.status = 'pending' THEN now() ELSE j.finished_at END,
+        errors      = CASE WHEN p.note IS NULL THEN j.errors
+                           ELSE (CASE WHEN jsonb_array_length(coalesce(j.errors, '[]')) >= $2
+                                      THEN j.errors - 0 ELSE coalesce(j.errors, '[]') END)
+                                || jsonb_build_array(jsonb_build_object('attempt', p.attempt, 'at', now(), 'error', p.note))
+                      END
+    FROM planned AS p
+    WHERE j.id = ANY (ARRAY(SELECT id FROM planned)) AND j.id = p.id
+    RETURNING j.id, j.queue, p.status AS from_status, j.status AS to_status
+), flows AS (
+    UPDATE pgqueue_workflows AS w
+    SET unfinished  = w.unfinished - n.ends,
+        finished_at = CASE WHEN w.unfinished - n.ends <= 0 THEN coalesce(w.finished_at, now()) END
+    FROM (SELECT f.id, e.ends
+          FROM (SELECT workflow, sum(CASE WHEN outcome = 'reopened' THEN -1 ELSE 1 END) AS ends
+                FROM ended WHERE workflow IS NOT NULL GROUP BY workflow) AS e,
+               LATERAL (SELECT id FROM pgqueue_workflows WHERE id = e.workflow FOR NO KEY UPDATE) AS f
+          ORDER BY f.id) AS n
+    WHERE w.id = n.id
+    RETURNING w.id, w.finished_at IS NOT NULL AND w.unfinished <= 0 AS finished
+), counted AS (
+    SELECT pgqueue_count_moves(array_agg(queue), array_agg(from_status), array_agg(to_status)) AS n
+    FROM moved WHERE from_status <> to_status
+), notified AS (
+    SELECT pgqueue_notify(left(to_status, 1) || ' ' || queue)
+    FROM (SELECT DISTINCT queue, to_status FROM moved
+          WHERE from_status = 'pending' AND to_status IN ('available', 'scheduled')) AS r
+    UNION ALL
+    SELECT pgqueue_notify('c ' || queue || ' ' || string_agg(encode(uuid_send(id), 'hex'), ','))
+    FROM (SELECT id, queue, (row_number() OVER (PARTITION BY queue ORDER BY id) - 1) / 200 AS part
+          FROM moved WHERE from_status = 'pending' AND to_status = 'cancelled') AS c
+    GROUP BY queue, part
+    UNION ALL
+    SELECT pgqueue_notify('f - ' || string_agg(encode(uuid_send(id), 'hex'), ','))
+    FROM (SELECT id, (row_number() OVER (ORDER BY id) - 1) / 200 AS part FROM flows WHERE finished) AS f
+    GROUP BY part
+)
+SELECT (SELECT count(*) FROM ended),
+       (SELECT count(*) FROM moved WHERE from_status <> to_status),
+       (SELECT count(*) FROM flows WHERE finished),
+       (SELECT count(*) FROM notified),
+       (SELECT n FROM counted)
