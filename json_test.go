@@ -131,20 +131,20 @@ func TestStatsJSON(t *testing.T) {
 	t.Parallel()
 	roundTrip(t, Stats{
 		Queues: []QueueStats{
-			{Queue: "a", Scheduled: 1, Available: 2, Running: 3, Completed: 4, Failed: 5, Cancelled: 6,
+			{Queue: "a", Pending: 7, Scheduled: 1, Available: 2, Running: 3, Completed: 4, Failed: 5, Cancelled: 6,
 				OldestWait: 1500 * time.Millisecond, Paused: true},
 			{Queue: "b"},
 		},
 		LiveRows: 21, DeadRows: 4, LastVacuum: jsonT0,
-	}, `{"queues":[{"queue":"a","scheduled":1,"available":2,"running":3,"completed":4,"failed":5,`+
-		`"cancelled":6,"paused":true,"oldest_wait":"1.5s"},{"queue":"b","scheduled":0,"available":0,`+
+	}, `{"queues":[{"queue":"a","pending":7,"scheduled":1,"available":2,"running":3,"completed":4,"failed":5,`+
+		`"cancelled":6,"paused":true,"oldest_wait":"1.5s"},{"queue":"b","pending":0,"scheduled":0,"available":0,`+
 		`"running":0,"completed":0,"failed":0,"cancelled":0,"paused":false}],"live_rows":21,"dead_rows":4,`+
 		`"last_vacuum":"2026-12-01T09:30:00Z"}`)
 	roundTrip(t, Stats{Queues: []QueueStats{}}, `{"queues":[],"live_rows":0,"dead_rows":0}`)
 	// Limits, with rates' periods as duration strings, and what is in use of them.
 	roundTrip(t, QueueStats{Queue: "l", Running: 2, KeysAtLimit: 1, RecentStarts: 7,
 		Limits: Limits{MaxRunning: 5, KeyMaxRunning: 1, Rate: Rate{Starts: 10, Per: time.Second}}},
-		`{"queue":"l","scheduled":0,"available":0,"running":2,"completed":0,"failed":0,"cancelled":0,`+
+		`{"queue":"l","pending":0,"scheduled":0,"available":0,"running":2,"completed":0,"failed":0,"cancelled":0,`+
 			`"paused":false,"limits":{"max_running":5,"key_max_running":1,"rate":{"starts":10,"per":"1s"}},`+
 			`"keys_at_limit":1,"recent_starts":7}`)
 }

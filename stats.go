@@ -13,6 +13,8 @@ type QueueStats struct {
 	// Queue is the queue's name.
 	Queue string `json:"queue"`
 	// Jobs per status. Completed, Failed and Cancelled count the finished jobs retention keeps.
+	// Pending counts the jobs waiting for the jobs they depend on (workflows).
+	Pending   int `json:"pending"`
 	Scheduled int `json:"scheduled"`
 	Available int `json:"available"`
 	Running   int `json:"running"`
@@ -66,7 +68,7 @@ func readStats(ctx context.Context, db querier, queue *string) ([]QueueStats, er
 		var perUs, keyPerUs int64
 		l := &s.Limits
 		err := r.Scan(&s.Queue, &s.Scheduled, &s.Available, &s.Running, &s.Completed, &s.Failed,
-			&s.Cancelled, &oldestUs, &s.Paused, &l.MaxRunning, &l.KeyMaxRunning,
+			&s.Cancelled, &oldestUs, &s.Pending, &s.Paused, &l.MaxRunning, &l.KeyMaxRunning,
 			&l.Rate.Starts, &perUs, &l.KeyRate.Starts, &keyPerUs, &s.KeysAtLimit, &s.RecentStarts)
 		s.OldestWait = max(0, time.Duration(deref(oldestUs))*time.Microsecond)
 		l.Rate.Per, l.KeyRate.Per = time.Duration(perUs)*time.Microsecond, time.Duration(keyPerUs)*time.Microsecond

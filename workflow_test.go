@@ -76,6 +76,9 @@ func TestWorkflowDiamond(t *testing.T) {
 	if n := b.count("status = 'pending'"); n != 3 {
 		t.Fatalf("%d pending jobs, want 3", n)
 	}
+	if st := must(q2.Stats(t.Context())); st.Pending != 2 || st.Available != 0 {
+		t.Fatalf("stats of %s: %d pending, %d available; want 2 and 0", q2.Name(), st.Pending, st.Available)
+	}
 	stop := runWorkers(t, b.client, w1, w2)
 	defer stop()
 	waitFor(t, 20*time.Second, "the diamond to run", func() bool { return o.done("a", "b", "c", "d") })

@@ -19,6 +19,7 @@
 -- later jobs that may have waited longer. The exact min(run_at) reads every available job.
 WITH RECURSIVE counted AS (
     SELECT queue,
+           coalesce(sum(n) FILTER (WHERE status = 'pending'), 0)::bigint   AS pending,
            coalesce(sum(n) FILTER (WHERE status = 'scheduled'), 0)::bigint AS scheduled,
            coalesce(sum(n) FILTER (WHERE status IN ('available', 'running')), 0)::bigint AS ready,
            coalesce(sum(n) FILTER (WHERE status = 'completed'), 0)::bigint AS completed,
@@ -29,11 +30,11 @@ WITH RECURSIVE counted AS (
           SELECT queue, status, n FROM pgqueue_count_deltas WHERE $1::text IS NULL OR queue = $1) AS u
     GROUP BY queue
 ), j AS (
-    SELECT c.queue, c.scheduled, c.ready - r.running AS available, r.running, c.completed, c.failed, c.cancelled
+    SELECT c.queue, c.pending, c.scheduled, c.ready - r.running AS available, r.running, c.completed, c.failed, c.cancelled
     FROM counted AS c,
          LATERAL (SELECT count(*) AS running FROM pgqueue_jobs AS x
                   WHERE x.queue = c.queue AND x.status = 'running') AS r
-    WHERE c.scheduled + c.ready + c.completed + c.failed + c.cancelled > 0
+    WHERE c.pending + c.scheduled + c.ready + c.completed + c.failed + c.cancelled > 0
 ), heads (queue, p, run_at) AS (
     SELECT j.queue, h.p, h.run_at
     FROM j, LATERAL (SELECT -a.priority AS p, a.run_at FROM pgqueue_jobs AS a
@@ -50,6 +51,7 @@ SELECT coalesce(j.queue, q.name),
        coalesce(j.scheduled, 0), coalesce(j.available, 0), coalesce(j.running, 0),
        coalesce(j.completed, 0), coalesce(j.failed, 0), coalesce(j.cancelled, 0),
        (extract(epoch FROM now() - (SELECT min(heads.run_at) FROM heads WHERE heads.queue = j.queue)) * 1e6)::bigint,
+       coalesce(j.pending, 0),
        coalesce(q.paused, false), coalesce(q.max_running, 0), coalesce(q.key_max_running, 0),
        coalesce(q.rate_limit, 0), coalesce((extract(epoch FROM q.rate_period) * 1e6)::bigint, 0),
        coalesce(q.key_rate_limit, 0), coalesce((extract(epoch FROM q.key_rate_period) * 1e6)::bigint, 0),
