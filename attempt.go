@@ -92,6 +92,7 @@ type attempt struct {
 	watched     bool                        // the queue was watched when the job was claimed
 	repeats     bool                        // the job has repeats left
 	inWorkflow  bool                        // the job is a step of a workflow: kept when it completes
+	result      atomic.Pointer[string]      // what its handler recorded (Job.SetResult), as JSON
 	ahead       bool                        // claimed ahead of a free slot: its start is recorded when it starts
 	rated       bool                        // its start was logged for a rate: reported once its handler starts
 	logger      atomic.Pointer[slog.Logger] // made by the first call of Logger in its handler
@@ -140,6 +141,9 @@ func newAttempt(q *queueRun, r *jobRow, leaseEnd time.Time) *attempt {
 // completed jobs, or it is a step of a workflow, kept with its result until the workflow has
 // finished.
 func (a *attempt) keep() bool { return a.q.keep || a.inWorkflow }
+
+// resultArg is the attempt's result as the complete statements bind it: nil (NULL) if none.
+func (a *attempt) resultArg() *string { return a.result.Load() }
 
 // logAttrs are the attributes of every log line about a's job.
 func (a *attempt) logAttrs() []slog.Attr {

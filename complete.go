@@ -199,10 +199,12 @@ func (c *completer) finalSettle() {
 type settleArgs struct {
 	ids, tokens             [][16]byte // every job of the batch
 	doneIDs, doneTokens     [][16]byte // succeeded, not repeating, deleted
-	keptIDs, keptTokens     [][16]byte // succeeded, not repeating, kept by retention
+	keptIDs, keptTokens     [][16]byte // succeeded, not repeating, kept by retention or a workflow
+	keptResults             []*string  // their results (Job.SetResult); nil: none
 	repeatIDs, repeatTokens [][16]byte // succeeded jobs that may repeat
 	repeatNext              [][16]byte
 	repeatKeep              []bool
+	repeatResults           []*string
 	failIDs, failTokens     [][16]byte
 	failDelays              []int64 // µs
 	failFinal               []bool
@@ -291,9 +293,10 @@ func (c *completer) build(batch []outcome, retake bool) *settleArgs {
 			switch {
 			case o.a.repeats:
 				a.repeatIDs, a.repeatTokens = append(a.repeatIDs, id), append(a.repeatTokens, token)
-				a.repeatKeep = append(a.repeatKeep, o.a.keep())
+				a.repeatKeep, a.repeatResults = append(a.repeatKeep, o.a.keep()), append(a.repeatResults, o.a.resultArg())
 			case o.a.keep():
 				a.keptIDs, a.keptTokens = append(a.keptIDs, id), append(a.keptTokens, token)
+				a.keptResults = append(a.keptResults, o.a.resultArg())
 			default:
 				a.doneIDs, a.doneTokens = append(a.doneIDs, id), append(a.doneTokens, token)
 			}
@@ -385,10 +388,10 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 		b.Queue(completeSQL, a.doneIDs, a.doneTokens)
 	}
 	if len(a.keptIDs) > 0 {
-		b.Queue(completeKeepSQL, a.keptIDs, a.keptTokens)
+		b.Queue(completeKeepSQL, a.keptIDs, a.keptTokens, a.keptResults)
 	}
 	if len(a.repeatIDs) > 0 {
-		b.Queue(completeRepeatSQL, a.repeatIDs, a.repeatTokens, a.repeatNext, a.repeatKeep)
+		b.Queue(completeRepeatSQL, a.repeatIDs, a.repeatTokens, a.repeatNext, a.repeatKeep, a.repeatResults)
 	}
 	if len(a.failIDs) > 0 {
 		b.Queue(failSQL, a.failIDs, a.failTokens, a.failDelays, a.failFinal, a.failErrors, a.failStacks, maxErrorsKept)

@@ -168,7 +168,8 @@ func (j *Job[T]) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 func completeInTx(ctx context.Context, tx pgx.Tx, a *attempt, next ulid.ULID) (xact string, repeat ulid.ULID, err error) {
 	b := &pgx.Batch{}
 	b.Queue(holdRowSQL, [16]byte(a.id), a.token)
-	b.Queue(completeRepeatSQL, [][16]byte{a.id}, [][16]byte{a.token}, [][16]byte{next}, []bool{a.keep()})
+	b.Queue(completeRepeatSQL, [][16]byte{a.id}, [][16]byte{a.token}, [][16]byte{next}, []bool{a.keep()},
+		[]*string{a.resultArg()})
 	b.Queue(xactIDSQL)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()

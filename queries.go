@@ -136,6 +136,14 @@ var (
 	updatePayloadSQL string
 	//go:embed sql/waiting_jobs.sql
 	waitingJobsSQL string
+	//go:embed sql/job_result.sql
+	jobResultSQL string
+	//go:embed sql/parents.sql
+	parentsSQL string
+	//go:embed sql/workflow_finished.sql
+	workflowFinishedSQL string
+	//go:embed sql/prune_workflows.sql
+	pruneWorkflowsSQL string
 	//go:embed sql/job_filter.sql
 	jobFilterSQL string
 	//go:embed sql/workflow_filter.sql

@@ -27,6 +27,10 @@ const resolveBatch = 1000
 // (Config.TransactionPooler without ListenConnString).
 const resolvePoll = 2 * time.Second
 
+// tidyEvery is how often the resolver deletes the rows of finished workflows whose jobs
+// retention has deleted, and the edges whose child no longer exists (prune_workflows.sql).
+const tidyEvery = time.Minute
+
 // resolver applies the recorded ends of jobs that others depend on, or that are steps of a
 // workflow (resolve.sql): it releases, cancels or annotates their dependents and counts the
 // workflows down. It runs apart from the completer, so that a completion pays for none of it:
@@ -60,8 +64,13 @@ func (r *resolver) loop(ctx context.Context) {
 	poll := time.NewTicker(resolvePoll)
 	defer poll.Stop()
 	failures := 0
+	nextTidy := time.Now().Add(tidyEvery)
 	for {
-		if err := r.drain(ctx); err != nil {
+		err := r.drain(ctx)
+		if err == nil && !time.Now().Before(nextTidy) {
+			err, nextTidy = r.tidy(ctx), time.Now().Add(tidyEvery)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -98,6 +107,19 @@ func (r *resolver) drain(ctx context.Context) error {
 			return wrapf(err, "resolve")
 		}
 		if ended < resolveBatch {
+			return nil
+		}
+	}
+}
+
+// tidy runs prune_workflows.sql until a round finds less than a batch to delete.
+func (r *resolver) tidy(ctx context.Context) error {
+	for {
+		var workflows, edges int
+		if err := r.rt.c.pool.QueryRow(ctx, pruneWorkflowsSQL, resolveBatch).Scan(&workflows, &edges); err != nil {
+			return wrapf(err, "prune finished workflows")
+		}
+		if workflows < resolveBatch && edges < resolveBatch {
 			return nil
 		}
 	}

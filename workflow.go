@@ -53,6 +53,22 @@ func After(steps ...Step) []Dependency {
 	return deps
 }
 
+// CallbackWhen makes a step the callback of the jobs it depends on, as batches have: it runs
+// once, when all of them have finished, on the condition it names, whatever OnFailure its
+// dependencies give. Its handler reads their outcomes and results with Job.Parents.
+type CallbackWhen string
+
+const (
+	// CallbackOnSuccess runs the step if every job it depends on completed; it is cancelled as
+	// soon as one fails, is cancelled or is deleted.
+	CallbackOnSuccess CallbackWhen = "success"
+	// CallbackOnFailure runs the step once all have finished if some failed, were cancelled or
+	// deleted; it is cancelled if all completed.
+	CallbackOnFailure CallbackWhen = "failure"
+	// CallbackAlways runs the step once all have finished, however they ended.
+	CallbackAlways CallbackWhen = "always"
+)
+
 // StepOptions are the options of one step of a workflow. A nil *StepOptions means defaults.
 type StepOptions struct {
 	// Name is the step's name in the workflow's view (Client.Workflow, the CLI, the dashboard).
@@ -60,6 +76,9 @@ type StepOptions struct {
 	Name string
 	// After lists the jobs the step waits for. Without any it can run as soon as it is enqueued.
 	After []Dependency
+	// Callback, if set, makes the step a callback of the jobs After names (a batch's): it runs
+	// once they have all finished, on this condition; their OnFailure is ignored.
+	Callback CallbackWhen
 	// EnqueueOptions are the job's options, as for Enqueue. UniqueKey and the Repeat options are
 	// refused in a workflow: a step is one run of one job.
 	EnqueueOptions
@@ -100,7 +119,8 @@ type flowStep struct {
 	opts   EnqueueOptions
 	params enqueueParams
 	after  []Dependency
-	parent bool // some later step depends on it
+	parent bool   // some later step depends on it
+	when   string // run_when: "some_failed" for a callback on failure
 }
 
 // NewWorkflow starts a workflow named name (for listings; it may be empty).
@@ -116,18 +136,50 @@ func (q *Queue[T]) AddStep(wf *Workflow, payload T, opts *StepOptions) Step {
 	if opts != nil {
 		o = *opts
 	}
-	s := &flowStep{id: q.c.ids.next(1)[0], queue: q.name, name: o.Name, opts: o.EnqueueOptions, after: o.After}
+	s := &flowStep{id: q.c.ids.next(1)[0], queue: q.name, name: o.Name, opts: o.EnqueueOptions,
+		after: slices.Clone(o.After)}
 	if s.name == "" {
 		s.name = q.name
 	}
 	if wf.err == nil {
 		body, err := encodePayload(q.c.cfg, q.name, payload)
 		s.body = body
-		wf.err = cmp.Or(err, wf.check(q.c, s))
+		wf.err = cmp.Or(err, s.callback(o.Callback), wf.check(q.c, s))
 	}
 	wf.index[s.id] = len(wf.steps)
 	wf.steps = append(wf.steps, s)
 	return Step{ID: s.id, Name: s.name}
+}
+
+// callback applies a Callback condition to the step's dependencies.
+func (s *flowStep) callback(when CallbackWhen) error {
+	policy := map[CallbackWhen]OnParentFailure{CallbackOnSuccess: CancelDependent, CallbackOnFailure: RunDependent,
+		CallbackAlways: RunDependent}
+	switch {
+	case when == "":
+		return nil
+	case policy[when] == "":
+		return invalidf("step %q: Callback %q is none of success, failure, always", s.name, when)
+	case len(s.after) == 0:
+		return invalidf("step %q: a Callback needs jobs in After", s.name)
+	}
+	for i := range s.after {
+		s.after[i].OnFailure = policy[when]
+	}
+	if when == CallbackOnFailure {
+		s.when = "some_failed"
+	}
+	return nil
+}
+
+// Steps returns the steps added so far, in order: After(wf.Steps()...) makes a step wait for
+// all of them, as a batch's callback does.
+func (wf *Workflow) Steps() []Step {
+	steps := make([]Step, len(wf.steps))
+	for i, s := range wf.steps {
+		steps[i] = Step{ID: s.id, Name: s.name}
+	}
+	return steps
 }
 
 // check validates a step as AddStep adds it, and marks the steps it depends on as parents.
@@ -278,6 +330,7 @@ type flowJob struct {
 	Weight      int32           `json:"weight"`
 	Waits       int             `json:"waits"`
 	Parent      bool            `json:"parent"`
+	RunWhen     *string         `json:"run_when"`
 }
 
 // documents builds the statement's documents, given the statuses of the parents from outside
@@ -295,6 +348,9 @@ func (wf *Workflow) documents(outside map[ulid.ULID]Status) (flowDocuments, erro
 		jobs[i] = flowJob{ID: FormatUUID(s.id), Queue: s.queue, Step: s.name, Payload: s.body,
 			Priority: p.priority, RunAt: p.runAt, DelayUs: p.delayUs, MaxAttempts: p.maxAttempts,
 			RetryUs: p.retryDelay, Metadata: nullJSON(meta), Key: p.key, Weight: p.weight, Parent: s.parent}
+		if s.when != "" {
+			jobs[i].RunWhen = &s.when
+		}
 		for _, d := range s.after {
 			status, inside := StatusPending, false
 			if _, inside = wf.index[d.Job]; !inside {

@@ -2,7 +2,9 @@ package pgqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -131,4 +133,212 @@ func TestWorkflowFailureCancels(t *testing.T) {
 	if o.done("child") || o.done("grandchild") {
 		t.Fatal("a cancelled dependent ran")
 	}
+}
+
+type sum struct {
+	N int `json:"n"`
+}
+
+// A step's result reaches the steps that depend on it in one read (Job.Parents), AwaitJob returns
+// a job's result, and AwaitWorkflow returns the finished workflow with its counts.
+func TestWorkflowResults(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[stepArgs](t, b.client, "wf-results")
+	got := make(chan *Parents, 1)
+	w := must(q.NewWorker(func(ctx context.Context, j *Job[stepArgs]) error {
+		switch j.Payload.Name {
+		case "total":
+			p, err := j.Parents(ctx)
+			if err != nil {
+				return err
+			}
+			got <- p
+			n := 0
+			for _, r := range p.Jobs {
+				var s sum
+				if err := json.Unmarshal(r.Result, &s); err != nil {
+					return err
+				}
+				n += s.N
+			}
+			return j.SetResult(sum{n})
+		default:
+			return j.SetResult(sum{len(j.Payload.Name)})
+		}
+	}, &WorkerOptions{Concurrency: 4, PollInterval: noPoll}))
+	wf := b.client.NewWorkflow("results")
+	one := q.AddStep(wf, stepArgs{"a"}, &StepOptions{Name: "one"})
+	three := q.AddStep(wf, stepArgs{"abc"}, &StepOptions{Name: "three"})
+	total := q.AddStep(wf, stepArgs{"total"}, &StepOptions{Name: "total", After: After(one, three)})
+	if err := wf.Enqueue(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	awaited := make(chan *WorkflowInfo, 1)
+	go func() {
+		info, err := b.client.AwaitWorkflow(t.Context(), wf.ID)
+		if err != nil {
+			t.Errorf("AwaitWorkflow: %v", err)
+		}
+		awaited <- info
+	}()
+	runWorkers(t, b.client, w)
+	r, err := b.client.AwaitJob(t.Context(), total.ID)
+	if err != nil || r.Status != StatusCompleted || string(r.Result) != `{"n": 4}` {
+		t.Fatalf("AwaitJob: %+v, %v; want completed with {\"n\": 4}", r, err)
+	}
+	p := receive(t, got, time.Second, "the parents")
+	if p.Completed != 2 || p.Step("three") == nil || string(p.Step("three").Result) != `{"n": 3}` {
+		t.Fatalf("parents %+v", p)
+	}
+	info := receive(t, awaited, 10*time.Second, "AwaitWorkflow to return")
+	if info == nil || info.Status != WorkflowCompleted || info.Counts[StatusCompleted] != 3 || len(info.Steps) != 3 ||
+		info.Steps[2].Name != "total" || len(info.Steps[2].After) != 2 || info.Steps[2].After[0].State != DependencyMet {
+		t.Fatalf("awaited workflow %+v", info)
+	}
+}
+
+// A batch's callbacks: on success, on failure and always, over a batch with a failed job and a
+// batch without.
+func TestWorkflowCallbacks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[stepArgs](t, b.client, "wf-batch")
+	var o order
+	w := must(q.NewWorker(func(ctx context.Context, j *Job[stepArgs]) error {
+		if strings.HasPrefix(j.Payload.Name, "bad") {
+			return errors.New("fails on purpose")
+		}
+		return o.run(ctx, j)
+	}, &WorkerOptions{Concurrency: 8, PollInterval: noPoll}))
+	batch := func(prefix string, failing bool) *Workflow {
+		wf := b.client.NewWorkflow(prefix)
+		for i := range 5 {
+			name := fmt.Sprintf("%s-member-%d", prefix, i)
+			if failing && i == 2 {
+				name = "bad-" + name
+			}
+			q.AddStep(wf, stepArgs{name}, &StepOptions{EnqueueOptions: EnqueueOptions{MaxAttempts: 1}})
+		}
+		members := wf.Steps()
+		for _, when := range []CallbackWhen{CallbackOnSuccess, CallbackOnFailure, CallbackAlways} {
+			q.AddStep(wf, stepArgs{prefix + "-" + string(when)}, &StepOptions{After: After(members...), Callback: when})
+		}
+		if err := wf.Enqueue(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return wf
+	}
+	mixed, clean := batch("mixed", true), batch("clean", false)
+	runWorkers(t, b.client, w)
+	for _, wf := range []*Workflow{mixed, clean} {
+		if _, err := b.client.AwaitWorkflow(t.Context(), wf.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := func(name string) bool { return o.done(name) }
+	if ran("mixed-success") || !ran("mixed-failure") || !ran("mixed-always") ||
+		!ran("clean-success") || ran("clean-failure") || !ran("clean-always") {
+		t.Fatalf("callbacks that ran: %v", o.seq)
+	}
+	info := must(b.client.Workflow(t.Context(), clean.ID))
+	if info.Status != WorkflowFailed || info.Counts[StatusCancelled] != 1 || info.Counts[StatusCompleted] != 7 {
+		t.Fatalf("clean batch: %s with %v; want failed (its failure callback cancelled), 7 completed", info.Status, info.Counts)
+	}
+	last := info.Steps[6] // clean-failure
+	if last.Status != StatusCancelled || !strings.Contains(last.LastError, "runs only if some did") {
+		t.Fatalf("the failure callback of a clean batch: %s, %q", last.Status, last.LastError)
+	}
+}
+
+// A workflow enqueued in a transaction exists if and only if the transaction commits, through
+// pgx and database/sql alike.
+func TestWorkflowTransactions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[stepArgs](t, b.client, "wf-tx")
+	ctx := t.Context()
+	build := func() *Workflow {
+		wf := b.client.NewWorkflow("tx")
+		a := q.AddStep(wf, stepArgs{"a"}, nil)
+		q.AddStep(wf, stepArgs{"b"}, &StepOptions{After: After(a)})
+		return wf
+	}
+	tx := must(b.pool.Begin(ctx))
+	if err := build().EnqueueTx(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db := b.db()
+	stx := must(db.BeginTx(ctx, nil))
+	if err := build().EnqueueSQLTx(ctx, stx); err != nil {
+		t.Fatal(err)
+	}
+	if err := stx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count("true") + b.countIn("pgqueue_workflows", "true") + b.countIn("pgqueue_deps", "true"); n != 0 {
+		t.Fatalf("%d rows left by rolled-back enqueues", n)
+	}
+	tx = must(b.pool.Begin(ctx))
+	if err := build().EnqueueTx(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	must(0, tx.Commit(ctx))
+	stx = must(db.BeginTx(ctx, nil))
+	if err := build().EnqueueSQLTx(ctx, stx); err != nil {
+		t.Fatal(err)
+	}
+	must(0, stx.Commit())
+	if n, p := b.count("status = 'available'"), b.count("status = 'pending'"); n != 2 || p != 2 {
+		t.Fatalf("%d available and %d pending after two commits, want 2 and 2", n, p)
+	}
+}
+
+// Jobs already in the table can be depended on: a completed one meets the dependency at once, a
+// running one is waited for, a failed one applies the policy at once, and a missing one fails
+// the enqueue before anything is written.
+func TestWorkflowOutsideParents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.newClientWith(Config{Retention: Retention{Completed: time.Hour}})
+	q := newQueue[stepArgs](t, c, "wf-outside")
+	ctx := t.Context()
+	done := must(q.Enqueue(ctx, stepArgs{"done"}, nil))
+	failed := must(q.Enqueue(ctx, stepArgs{"failed"}, nil))
+	waiting := must(q.Enqueue(ctx, stepArgs{"waiting"}, &EnqueueOptions{Delay: time.Hour}))
+	b.exec("UPDATE pgqueue_jobs SET status = 'completed', finished_at = now() WHERE id = $1", [16]byte(done.ID))
+	b.exec("UPDATE pgqueue_jobs SET status = 'failed', finished_at = now() WHERE id = $1", [16]byte(failed.ID))
+
+	wf := c.NewWorkflow("missing")
+	q.AddStep(wf, stepArgs{"x"}, &StepOptions{After: []Dependency{{Job: c.ids.next(1)[0]}}})
+	if err := wf.Enqueue(ctx); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("a dependency on a missing job: %v, want ErrNotFound", err)
+	}
+	if n := b.countIn("pgqueue_workflows", "true"); n != 0 {
+		t.Fatalf("%d workflows written by a refused enqueue", n)
+	}
+
+	wf = c.NewWorkflow("outside")
+	afterDone := q.AddStep(wf, stepArgs{"after-done"}, &StepOptions{After: []Dependency{{Job: done.ID}}})
+	afterFailed := q.AddStep(wf, stepArgs{"after-failed"}, &StepOptions{After: []Dependency{{Job: failed.ID}}})
+	afterWaiting := q.AddStep(wf, stepArgs{"after-waiting"}, &StepOptions{After: []Dependency{{Job: waiting.ID}}})
+	if err := wf.Enqueue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var o order
+	w := must(q.NewWorker(o.run, &WorkerOptions{PollInterval: noPoll}))
+	runWorkers(t, c, w)
+	waitFor(t, 10*time.Second, "the step after a completed job to run", func() bool { return o.done("after-done") })
+	waitFor(t, 10*time.Second, "the step after a failed job to be cancelled", func() bool {
+		return must(q.Job(ctx, afterFailed.ID)).Status == StatusCancelled
+	})
+	if s := must(q.Job(ctx, afterWaiting.ID)).Status; s != StatusPending {
+		t.Fatalf("the step after a scheduled job is %s, want pending", s)
+	}
+	must(0, q.Retry(ctx, waiting.ID))
+	waitFor(t, 10*time.Second, "the step after the retried job to run", func() bool { return o.done("waiting", "after-waiting") })
+	_ = afterDone
 }

@@ -31,6 +31,10 @@ ALTER TABLE pgqueue_jobs
     ADD COLUMN waits_for integer NOT NULL DEFAULT 0,           -- edges to parents not yet met
     ADD COLUMN has_dependents boolean NOT NULL DEFAULT false,  -- some job depends on this one
     ADD COLUMN result jsonb,                                   -- what the handler recorded
+    ADD COLUMN parents_failed integer NOT NULL DEFAULT 0,      -- edges broken: parents failed, cancelled, deleted
+    -- NULL: released once no edge waits; 'some_failed' (a batch's callback on failure): released
+    -- only if some parent failed, was cancelled or deleted, and cancelled otherwise
+    ADD COLUMN run_when text,  -- no CHECK: adding one would scan the table under its lock
     DROP CONSTRAINT pgqueue_jobs_status_check,
     ADD CONSTRAINT pgqueue_jobs_status_check
         CHECK (status IN ('pending', 'scheduled', 'available', 'running', 'completed', 'failed', 'cancelled')) NOT VALID;
@@ -164,6 +168,8 @@ ALTER TABLE pgqueue_jobs
     DROP CONSTRAINT pgqueue_jobs_status_check,
     ADD CONSTRAINT pgqueue_jobs_status_check
         CHECK (status IN ('scheduled', 'available', 'running', 'completed', 'failed', 'cancelled')),
+    DROP COLUMN run_when,
+    DROP COLUMN parents_failed,
     DROP COLUMN result,
     DROP COLUMN has_dependents,
     DROP COLUMN waits_for,

@@ -1,22 +1,24 @@
 -- complete_repeat: complete for jobs that may repeat (and for Job.CompleteTx): settles the
--- succeeded jobs ($1 id, $2 lock_token, $4 keep) still held under their token, deleting them, or
--- when keep (retention of their queue keeps completed jobs) marking them 'completed'. A job with repeats left is
--- followed, in the same statement, by a new job with id $3 at the back of the line, due
--- repeat_every after now, or, for a job that repeats at a fixed rate (repeat_from set), at the
--- first time repeat_from + k * repeat_every (k >= 1) after now, which becomes the new job's
--- repeat_from too (a repeat_every that is not positive, which no enqueue stores, gives no grid:
--- due now + repeat_every, never a division by zero), with the job's metadata; if a live job
--- with its unique key exists already, that one is the next run and none is added. Returns the
--- id of each settled job and of its repeat (NULL if none). A job missing from the result had
--- lost its lock (its newer attempt stays untouched), or its row is locked by another
--- transaction: it skips such a row, as complete.sql does (Job.CompleteTx locks the row first,
--- with hold_row.sql, so that it waits instead).
--- It sets pgqueue.completing for the rest of the transaction, as complete.sql does.
--- Counts what it inserts and moves itself (see the count_moves migration). Reads the primary key.
+-- succeeded jobs ($1 id, $2 lock_token, $4 keep) still held under their token, deleting them,
+-- or when keep (retention of their queue keeps completed jobs, or the job is a step of a
+-- workflow) marking them 'completed', with the result the handler recorded ($5, jsonb; NULL:
+-- none). A job with repeats left is followed, in the same statement, by a new job with id $3 at
+-- the back of the line, due repeat_every after now, or, for a job that repeats at a fixed rate
+-- (repeat_from set), at the first time repeat_from + k * repeat_every (k >= 1) after now, which
+-- becomes the new job's repeat_from too (a repeat_every that is not positive, which no enqueue
+-- stores, gives no grid: due now + repeat_every, never a division by zero), with the job's
+-- metadata; if a live job with its unique key exists already, that one is the next run and none
+-- is added. Returns the id of each settled job and of its repeat (NULL if none). A job missing
+-- from the result had lost its lock (its newer attempt stays untouched), or its row is locked
+-- by another transaction: it skips such a row, as complete.sql does (Job.CompleteTx locks the
+-- row first, with hold_row.sql, so that it waits instead). It sets pgqueue.completing for the
+-- rest of the transaction, as complete.sql does.
+-- Counts what it inserts and moves itself (see the count_moves migration). Reads the primary
+-- key.
 WITH held AS (
-    SELECT p.ctid, c.next_id, c.keep
+    SELECT p.ctid, c.next_id, c.keep, c.result
     FROM pgqueue_jobs AS p
-    JOIN unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[]) AS c(id, lock_token, next_id, keep)
+    JOIN unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[], $5::jsonb[]) AS c(id, lock_token, next_id, keep, result)
       ON p.id = c.id AND p.lock_token = c.lock_token
     WHERE (NOT c.keep OR p.status = 'running') AND set_config('pgqueue.completing', 'on', true) = 'on'
     FOR UPDATE OF p SKIP LOCKED
@@ -30,7 +32,7 @@ WITH held AS (
     UPDATE pgqueue_jobs AS j
     SET counted = NOT j.counted, status = 'completed', finished_at = now(),
         attempted_at = coalesce(j.attempted_at, now()), -- started ahead, its start not yet recorded
-        lock_until = NULL, lock_token = NULL, locked_by = NULL
+        lock_until = NULL, lock_token = NULL, locked_by = NULL, result = coalesce(c.result, j.result)
     FROM held AS c
     WHERE c.keep AND j.ctid = c.ctid
     RETURNING j.id, c.next_id, j.queue, j.priority, j.payload, j.max_attempts, j.retry_delay,

@@ -3,7 +3,8 @@
 -- a JSON array of objects, one per job: id, queue, step (its name in the workflow), payload,
 -- priority, run_at (NULL: now + delay_us µs), delay_us, max_attempts, retry_us (NULL:
 -- exponential back-off), metadata, key, weight, waits (its edges not met: 'pending' while more
--- than 0), and parent (some job of the workflow depends on it). The edges come in $5, a JSON
+-- than 0), parent (some job of the workflow depends on it), and run_when (NULL, or 'some_failed'
+-- for a callback on failure). The edges come in $5, a JSON
 -- array of [parent, child, on_failure, met] (met: the parent, a job from outside the workflow,
 -- had completed: see depend_lock.sql), and the ends the resolver must apply at once (parents
 -- from outside that had failed or were cancelled) in $6, [[job, outcome], …]. Every job's count
@@ -19,15 +20,15 @@ WITH flow AS (
            coalesce((e->>'run_at')::timestamptz, now() + (e->>'delay_us')::bigint * interval '1 microsecond') AS run_at,
            (e->>'max_attempts')::integer AS max_attempts, (e->>'retry_us')::bigint * interval '1 microsecond' AS retry_delay,
            (e->'metadata')::jsonb AS metadata, e->>'key' AS key, (e->>'weight')::integer AS weight,
-           (e->>'waits')::integer AS waits, (e->>'parent')::boolean AS parent
+           (e->>'waits')::integer AS waits, (e->>'parent')::boolean AS parent, e->>'run_when' AS run_when
     FROM json_array_elements($4::json) AS e
 ), job AS (
     INSERT INTO pgqueue_jobs (id, queue, status, priority, payload, run_at, max_attempts, retry_delay,
-                              metadata, key, weight, workflow, waits_for, has_dependents, counted)
+                              metadata, key, weight, workflow, waits_for, has_dependents, run_when, counted)
     SELECT s.id, s.queue,
            CASE WHEN s.waits > 0 THEN 'pending' WHEN s.run_at > now() THEN 'scheduled' ELSE 'available' END,
            s.priority, s.payload, s.run_at, s.max_attempts, s.retry_delay,
-           nullif(s.metadata, 'null'), s.key, s.weight, $1::uuid, s.waits, s.parent, true
+           nullif(s.metadata, 'null'), s.key, s.weight, $1::uuid, s.waits, s.parent, s.run_when, true
     FROM s
     RETURNING queue, status
 ), member AS (

@@ -1,16 +1,19 @@
 -- resolve: one batch of the resolver (see migration 20261212120000). Takes up to $1 of the
 -- oldest recorded ends of jobs (pgqueue_ended), skipping rows another resolver holds, and:
---   * for each parent's latest end in the batch, updates its edges not yet met: met if it
---     completed, or if the child runs anyway ('run'); broken otherwise (it failed, was cancelled
---     or deleted). A re-opening (a retry) changes no edge: the parent's next end does;
+--   * for each parent's latest end in the batch, locks its edges not yet met (in (parent, child)
+--     order) and sets them met if it completed, broken otherwise (it failed, was cancelled or
+--     deleted). A re-opening (a retry) changes no edge: the parent's next end does;
 --   * locks the children those edges lead to, in id order (so that resolvers in several
---     processes never deadlock on them), counts their waits_for down by the edges met, and moves
---     each that is 'pending': cancelled if an edge broke with the policy 'cancel', with the
---     reason appended to its errors (capped to the newest $2 entries, as fail.sql does); to
---     'available' (or 'scheduled', if its run_at lies ahead) once no edge waits; or, if an edge
---     broke with the policy 'wait', left pending with the reason appended. A child cancelled here
---     ends in turn, which the trigger records for the next batch: cancellation runs down the
---     graph one level a batch;
+--     processes never deadlock on them), and counts them down: waits_for by each edge met, and
+--     by each edge broken whose policy is 'run' (once: an edge broken before and met now is not
+--     counted again); parents_failed up by each edge newly broken, down by each broken one met.
+--     Each child that is 'pending' then moves: cancelled if an edge broke with the policy
+--     'cancel', with the reason appended to its errors (capped to the newest $2 entries, as
+--     fail.sql does); left pending, with the reason, if one broke with 'wait'; once no edge
+--     waits, to 'available' (or 'scheduled', if its run_at lies ahead) — unless it runs only
+--     when some parent failed (run_when 'some_failed', a batch's callback on failure) and none
+--     did: then cancelled, saying so. A child cancelled here ends in turn, which the trigger
+--     records for the next batch: cancellation runs down the graph one level a batch;
 --   * counts each workflow's ends (and re-openings) into pgqueue_workflows.unfinished, locked in
 --     id order, and stamps finished_at on those it brings to 0;
 --   * wakes the released jobs' queues ('a <queue>' or 's <queue>'), announces the cancelled
@@ -26,23 +29,35 @@ WITH ended AS MATERIALIZED (
     RETURNING e.seq, e.job, e.workflow, e.outcome
 ), last AS MATERIALIZED (
     SELECT DISTINCT ON (job) job, outcome FROM ended WHERE outcome <> 'reopened' ORDER BY job, seq DESC
-), edges AS MATERIALIZED (
+), held AS MATERIALIZED (
+    -- the edges as they are once locked (a resolver that met one meanwhile leaves it out)
+    SELECT d.parent, d.child, d.state AS was, d.on_failure, l.outcome,
+           CASE WHEN l.outcome = 'completed' THEN 'met' ELSE 'broken' END AS now
+    FROM pgqueue_deps AS d
+    JOIN last AS l ON l.job = d.parent
+    WHERE d.parent = ANY (ARRAY(SELECT job FROM last)) AND d.state <> 'met'
+    ORDER BY d.parent, d.child
+    FOR UPDATE OF d
+), edges AS (
     UPDATE pgqueue_deps AS d
-    SET state = CASE WHEN l.outcome = 'completed' OR d.on_failure = 'run' THEN 'met' ELSE 'broken' END
-    FROM last AS l
-    WHERE d.parent = ANY (ARRAY(SELECT job FROM last)) AND d.parent = l.job AND d.state <> 'met'
-    RETURNING d.child, d.parent, d.state, d.on_failure, l.outcome
+    SET state = h.now
+    FROM held AS h
+    WHERE d.parent = h.parent AND d.child = h.child AND d.state <> h.now
 ), children AS MATERIALIZED (
     SELECT child,
-           count(*) FILTER (WHERE state = 'met') AS met,
-           bool_or(state = 'broken' AND on_failure = 'cancel') AS cancel,
-           -- the first broken edge, to name in the child's errors
-           (array_agg(parent ORDER BY parent) FILTER (WHERE state = 'broken'))[1] AS parent,
-           (array_agg(outcome ORDER BY parent) FILTER (WHERE state = 'broken'))[1] AS outcome
-    FROM edges
+           count(*) FILTER (WHERE (now = 'met' AND (was = 'waiting' OR on_failure <> 'run'))
+                              OR (now = 'broken' AND was = 'waiting' AND on_failure = 'run')) AS met,
+           count(*) FILTER (WHERE now = 'broken' AND was = 'waiting')
+           - count(*) FILTER (WHERE now = 'met' AND was = 'broken') AS failed,
+           bool_or(now = 'broken' AND on_failure = 'cancel') AS cancel,
+           -- the first edge broken here whose policy speaks, to name in the child's errors
+           (array_agg(parent ORDER BY on_failure <> 'cancel', parent) FILTER (WHERE now = 'broken' AND on_failure <> 'run'))[1] AS parent,
+           (array_agg(outcome ORDER BY on_failure <> 'cancel', parent) FILTER (WHERE now = 'broken' AND on_failure <> 'run'))[1] AS outcome
+    FROM held
     GROUP BY child
 ), locked AS MATERIALIZED (
-    SELECT j.id, j.queue, j.status, j.run_at, j.attempt, j.waits_for - c.met AS waits, c.cancel, c.parent, c.outcome
+    SELECT j.id, j.queue, j.status, j.run_at, j.attempt, j.run_when, j.waits_for - c.met AS waits,
+           j.parents_failed + c.failed AS failed, c.cancel, c.parent, c.outcome
     FROM pgqueue_jobs AS j
     JOIN children AS c ON c.child = j.id
     WHERE j.id = ANY (ARRAY(SELECT child FROM children))
@@ -53,27 +68,32 @@ WITH ended AS MATERIALIZED (
            CASE WHEN l.status <> 'pending' THEN l.status
                 WHEN l.cancel THEN 'cancelled'
                 WHEN l.waits > 0 THEN 'pending'
+                WHEN l.run_when = 'some_failed' AND l.failed = 0 THEN 'cancelled'
                 WHEN l.run_at > now() THEN 'scheduled'
                 ELSE 'available' END AS to_status,
-           CASE WHEN l.status = 'pending' AND l.parent IS NOT NULL
+           CASE WHEN l.status <> 'pending' THEN NULL
+                WHEN l.parent IS NOT NULL
                 THEN format('%s: it depends on job %s, which %s',
                             CASE WHEN l.cancel THEN 'cancelled' ELSE 'waiting' END,
                             pgqueue_ulid(l.parent),
                             CASE l.outcome WHEN 'failed' THEN 'failed' ELSE 'was ' || l.outcome END)
                      || CASE WHEN l.cancel THEN '' ELSE '; it runs once that job is retried and completes' END
+                WHEN l.waits <= 0 AND l.run_when = 'some_failed' AND l.failed = 0
+                THEN 'cancelled: none of the jobs it depends on failed, and it runs only if some did'
            END AS note
     FROM locked AS l
 ), moved AS (
     UPDATE pgqueue_jobs AS j
-    SET waits_for   = p.waits,
-        status      = p.to_status,
-        counted     = CASE WHEN p.to_status <> p.status THEN NOT j.counted ELSE j.counted END,
-        finished_at = CASE WHEN p.to_status = 'cancelled' AND p.status = 'pending' THEN now() ELSE j.finished_at END,
-        errors      = CASE WHEN p.note IS NULL THEN j.errors
-                           ELSE (CASE WHEN jsonb_array_length(coalesce(j.errors, '[]')) >= $2
-                                      THEN j.errors - 0 ELSE coalesce(j.errors, '[]') END)
-                                || jsonb_build_array(jsonb_build_object('attempt', p.attempt, 'at', now(), 'error', p.note))
-                      END
+    SET waits_for      = p.waits,
+        parents_failed = p.failed,
+        status         = p.to_status,
+        counted        = CASE WHEN p.to_status <> p.status THEN NOT j.counted ELSE j.counted END,
+        finished_at    = CASE WHEN p.to_status = 'cancelled' AND p.status = 'pending' THEN now() ELSE j.finished_at END,
+        errors         = CASE WHEN p.note IS NULL THEN j.errors
+                              ELSE (CASE WHEN jsonb_array_length(coalesce(j.errors, '[]')) >= $2
+                                         THEN j.errors - 0 ELSE coalesce(j.errors, '[]') END)
+                                   || jsonb_build_array(jsonb_build_object('attempt', p.attempt, 'at', now(), 'error', p.note))
+                         END
     FROM planned AS p
     WHERE j.id = ANY (ARRAY(SELECT id FROM planned)) AND j.id = p.id
     RETURNING j.id, j.queue, p.status AS from_status, j.status AS to_status
