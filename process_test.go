@@ -37,6 +37,8 @@ func helperMain() int {
 		return keyHelperMain()
 	case "ahead":
 		return aheadMain()
+	case "flow":
+		return flowMain()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 2
