@@ -6,6 +6,7 @@ package pgqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -262,5 +263,65 @@ func TestSetResultNotKeptAndListing(t *testing.T) {
 	list = must(b.client.Workflows(ctx, &WorkflowListOptions{Before: list[1].ID}))
 	if len(list) != 1 || list[0].ID != ids[0] {
 		t.Fatalf("second page %+v", list)
+	}
+}
+
+// Steps released by the resolver line up as any other job: a paused queue starts none of them
+// until it is resumed, MaxRunning caps them, and they run in order of priority.
+func TestWorkflowKeepsQueueGuarantees(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[stepArgs](t, b.client, "wf-guarantees")
+	ctx := t.Context()
+	must(0, q.SetLimits(ctx, Limits{MaxRunning: 1}))
+	var running, most atomic.Int32
+	var o order
+	w := must(q.NewWorker(func(ctx context.Context, j *Job[stepArgs]) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		return o.run(ctx, j)
+	}, &WorkerOptions{Concurrency: 4, PollInterval: noPoll}))
+	runWorkers(t, b.client, w)
+	wf := b.client.NewWorkflow("guarantees")
+	root := q.AddStep(wf, stepArgs{"root"}, nil)
+	for i := range 6 {
+		q.AddStep(wf, stepArgs{fmt.Sprintf("child-%d", i)}, &StepOptions{After: After(root),
+			EnqueueOptions: EnqueueOptions{Priority: i}})
+	}
+	must(0, wf.Enqueue(ctx))
+	waitFor(t, 10*time.Second, "the root to run", func() bool { return o.done("root") })
+	must(0, q.Pause(ctx))
+	// The root's completion and the children's release race the pause: those released before
+	// it may have started; none may start after it.
+	waitFor(t, 10*time.Second, "the children to be released", func() bool { return b.count("status = 'pending'") == 0 })
+	o.mu.Lock()
+	before := len(o.seq)
+	o.mu.Unlock()
+	time.Sleep(300 * time.Millisecond)
+	o.mu.Lock()
+	after := len(o.seq)
+	o.mu.Unlock()
+	if after != before {
+		t.Fatalf("%d steps started while the queue was paused", after-before)
+	}
+	must(0, q.Resume(ctx))
+	must(b.client.AwaitWorkflow(ctx, wf.ID))
+	if most.Load() > 1 {
+		t.Fatalf("%d steps ran at once under MaxRunning 1", most.Load())
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := 1; i < len(o.seq); i++ {
+		if o.seq[i] == "root" {
+			t.Fatalf("the root ran after a child: %v", o.seq)
+		}
+	}
+	waitingChildren := o.seq[before:]
+	for i := 1; i < len(waitingChildren); i++ {
+		if waitingChildren[i] > waitingChildren[i-1] {
+			t.Fatalf("children released together ran out of priority order: %v", o.seq)
+		}
 	}
 }
