@@ -7,7 +7,7 @@ import (
 )
 
 // RuntimeConns is how many of the pool's connections one Client.Run holds at most at once for
-// itself: its heartbeat, completer and maintenance loop each hold one for the length of a
+// itself: its heartbeat, completer, maintenance loop and resolver each hold one for the length of a
 // statement (or one pipelined batch) at a time, and its claim loop holds one while claims are in
 // flight, which in a busy runtime is most of the time, a second while it claims on two at once (a
 // drain of short jobs; behind a transaction pooler, never), and up to two more for express claims
@@ -17,13 +17,13 @@ import (
 // need connections of their own on top: Job.Update takes one for its statement, and a handler's
 // own queries and transactions take theirs.
 //
-// It is 7: the heartbeat, completer and maintenance loop (3), the claim loop's connections
-// (claimConns, 2) and the express claims (expressRounds, 2).
-const RuntimeConns = 7
+// It is 8: the heartbeat, completer, maintenance loop and resolver (4), the claim loop's
+// connections (claimConns, 2) and the express claims (expressRounds, 2).
+const RuntimeConns = 8
 
 // RuntimeConns is written as a number so that go doc shows it; this fails to compile (an array
 // of negative or non-zero length is not a [0]struct{}) unless it is still the sum it documents.
-var _ [0]struct{} = [RuntimeConns - (3 + claimConns + expressRounds)]struct{}{}
+var _ [0]struct{} = [RuntimeConns - (4 + claimConns + expressRounds)]struct{}{}
 
 const (
 	// poolWaitShare is the share of wall time that callers of the pool, added up, may spend
