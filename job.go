@@ -95,6 +95,9 @@ type Job[T any] struct {
 	// Metadata is what the job was enqueued with (EnqueueOptions.Metadata, and what enqueue
 	// middleware added); nil if nothing.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Workflow is the workflow the job is a step of (Client.NewWorkflow), as its handler sees it;
+	// zero for a job of no workflow.
+	Workflow ulid.ULID `json:"workflow,omitzero"`
 	// Duplicate is set on the Job returned by an enqueue with a UniqueKey when a live job of the
 	// queue already had that key: that job is returned and nothing was inserted.
 	Duplicate bool `json:"duplicate,omitempty"`
@@ -266,6 +269,9 @@ func decodeJob[T any](queue string, r *jobRow) (*Job[T], error) {
 		return nil, err
 	}
 	j.Metadata = r.metadataMap()
+	if r.workflow != nil {
+		j.Workflow = ulid.ULID(*r.workflow)
+	}
 	if err := decodePayload(r.id, r.payload, &j.Payload); err != nil {
 		return nil, err
 	}

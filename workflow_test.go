@@ -20,14 +20,19 @@ type stepArgs struct {
 
 // order records the order in which steps ran, by name, with their start and end.
 type order struct {
-	mu    sync.Mutex
-	ended map[string]time.Time
-	seq   []string
+	mu       sync.Mutex
+	ended    map[string]time.Time
+	seq      []string
+	workflow map[string]ulid.ULID // the Job.Workflow each step's handler saw
 }
 
 func (o *order) run(ctx context.Context, j *Job[stepArgs]) error {
 	o.mu.Lock()
 	o.seq = append(o.seq, j.Payload.Name)
+	if o.workflow == nil {
+		o.workflow = map[string]ulid.ULID{}
+	}
+	o.workflow[j.Payload.Name] = j.Workflow
 	o.mu.Unlock()
 	time.Sleep(5 * time.Millisecond)
 	o.mu.Lock()
@@ -86,6 +91,9 @@ func TestWorkflowDiamond(t *testing.T) {
 	waitFor(t, 20*time.Second, "the diamond to run", func() bool { return o.done("a", "b", "c", "d") })
 	if o.index("a") != 0 || o.index("d") != 3 {
 		t.Fatalf("ran in order %v", o.seq)
+	}
+	if o.workflow["d"] != wf.ID {
+		t.Fatalf("the handler saw Job.Workflow %s, want %s", o.workflow["d"], wf.ID)
 	}
 	for _, x := range []string{"b", "c"} {
 		if !o.ended["a"].Before(o.ended[x]) {
