@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/pgqueue/pgqueue/internal/testenv"
 )
@@ -525,6 +526,62 @@ func TestLeastPrivilege(t *testing.T) {
 	_, err = cq.EnqueueMany(ctx, []int{1, 2, 3}, nil)
 	check("EnqueueMany", err)
 	workThree(cq, WorkerOptions{Concurrency: 2}, "capped claims")
+
+	leastPrivilegeWorkflows(t, client, pool, ok.ID)
+}
+
+// leastPrivilegeWorkflows walks the calls of workflows as TestLeastPrivilege's restricted role:
+// enqueue (with a job from outside, kept completed), results, a callback, a dependency from SQL,
+// the resolver, the views, retry, cancel and the pruning of finished workflows.
+func leastPrivilegeWorkflows(t *testing.T, client *Client, pool *pgxpool.Pool, outside ulid.ULID) {
+	ctx := t.Context()
+	check := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s as the restricted role: %v", what, err)
+		}
+	}
+	q := newQueue[string](t, client, "restricted-flow")
+	wf := client.NewWorkflow("restricted")
+	a := q.AddStep(wf, "a", &StepOptions{After: []Dependency{{Job: outside}}})
+	q.AddStep(wf, "b", &StepOptions{After: After(a), Callback: CallbackAlways})
+	check("Workflow.Enqueue", wf.Enqueue(ctx))
+	var fromSQL ulid.ULID
+	check("pgqueue_add_job after", pool.QueryRow(ctx, `SELECT pgqueue_add_job('restricted-flow', '"sql"', after => ARRAY[$1::uuid])`,
+		FormatUUID(a.ID)).Scan((*uuidText)(&fromSQL)))
+	evs := newEvents()
+	stop := startWorker(t, must(q.NewWorker(func(ctx context.Context, j *Job[string]) error {
+		if j.Payload == "b" {
+			if _, err := j.Parents(ctx); err != nil {
+				return err
+			}
+		}
+		return j.SetResult(j.Payload)
+	}, &WorkerOptions{OnEvent: evs.on})))
+	info, err := client.AwaitWorkflow(ctx, wf.ID)
+	check("AwaitWorkflow", err)
+	if info.Status != WorkflowCompleted {
+		t.Fatalf("the restricted role's workflow ended %s", info.Status)
+	}
+	r, err := client.AwaitJob(ctx, fromSQL)
+	check("AwaitJob", err)
+	if r.Status != StatusCompleted {
+		t.Fatalf("the job added from SQL after a step ended %s", r.Status)
+	}
+	stop()
+	for len(evs.ch) > 0 {
+		if ev := <-evs.ch; ev.Kind == EventError || ev.Kind == EventFailed {
+			t.Fatalf("workflows as the restricted role: %v", ev.Err)
+		}
+	}
+	_, err = client.Workflows(ctx, nil)
+	check("Workflows", err)
+	_, err = client.RetryWorkflow(ctx, wf.ID)
+	check("RetryWorkflow", err)
+	_, err = client.CancelWorkflow(ctx, wf.ID)
+	check("CancelWorkflow", err)
+	var workflows, edges int
+	check("prune_workflows", pool.QueryRow(ctx, pruneWorkflowsSQL, 10).Scan(&workflows, &edges))
 }
 
 // syncBuffer is a bytes.Buffer that concurrent writers and the test may share.
