@@ -28,7 +28,7 @@ var filterFlagNames = []string{"queue", "status", "since", "until", "finished-si
 func (f *filterFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVarP(&f.queues, "queue", "q", nil, "only these queues (default: every queue)")
-	fl.StringSliceVarP(&f.statuses, "status", "s", nil, "only these statuses (required): scheduled, available, running, completed, failed, cancelled")
+	fl.StringSliceVarP(&f.statuses, "status", "s", nil, "only these statuses (required): "+statusNames())
 	fl.StringVar(&f.since, "since", "", "enqueued at or after this time (1h: an hour ago; or RFC 3339)")
 	fl.StringVar(&f.until, "until", "", "enqueued before this time")
 	fl.StringVar(&f.finishedSince, "finished-since", "", "finished (completed, failed, cancelled) at or after this time")
