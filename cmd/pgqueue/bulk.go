@@ -72,15 +72,16 @@ func (a *app) bulkCommand(act *bulkAction) *cobra.Command {
 By id: each job given (a ULID or the uuid of pgqueue_jobs.id), whichever its
 queue. Exit code 3 if one is not found (the others are still ` + act.past + `).
 
-By filter (--queue, --status, --since, ...; --status is required): first
-prints how many jobs match and asks for confirmation, then they are ` + act.past + `
-in batches of --batch jobs, one transaction each, with a progress bar on a
-terminal. --yes skips the question; without --yes, when standard input is not
-a terminal, it refuses with exit code 4. --dry-run only counts. Times are
+By filter (--queue, --status, --since, --workflow, ...; --status is required):
+first prints how many jobs match and asks for confirmation, then they are
+` + act.past + ` in batches of --batch jobs, one transaction each, with a progress bar
+on a terminal. --yes skips the question; without --yes, when standard input is
+not a terminal, it refuses with exit code 4. --dry-run only counts. Times are
 durations before now (1h, 30m) or RFC 3339 times. Without --until (and, when
 every status is a finished one, without --finished-until) the filter ends at
 the moment of counting, so jobs that arrive while the question waits are left
-alone.
+alone. --workflow ID keeps the jobs of one workflow (see also "pgqueue
+workflow --help").
 
 --json by id: [{"id": "...", "result": "` + act.past + `"}, {"id": "...", "error": "..."}]
 --json by filter: {"matched": N, "` + act.past + `": N} ("` + act.past + `" left out with --dry-run)`,

@@ -37,7 +37,7 @@ queues the status filter hides ("3 failed are hidden: --status failed to see
 them"). KEY is the job's flow-control key (--key).
 
 Pending jobs are in no index: a page of them reads the jobs table (a queue
-without any costs nothing).
+without any costs nothing). See a workflow's steps with "pgqueue workflow ID".
 
 When there are more, the last line gives the cursor of the next page: pass it
 with --cursor and the same --queue and --status.
