@@ -24,13 +24,26 @@ type release struct {
 	steps map[string]ulid.ULID
 }
 
-// enqueueRelease enqueues the release workflow and runs the build queue's jobs, with the
-// client's resolver, until the workflow stands as the type's comment says.
+// enqueueRelease enqueues the release workflow and runs the build queue's jobs, with a client's
+// resolver, until the workflow stands as the type's comment says. That client keeps completed
+// jobs for an hour: what the view shows of them does not hang on when its prune runs.
 func (e *env) enqueueRelease() release {
 	e.t.Helper()
 	ctx := e.t.Context()
-	build, ship := e.rawQueue("build"), e.rawQueue("ship")
-	wf := e.client.NewWorkflow("release")
+	keeping, err := pgqueue.NewClient(e.pool, &pgqueue.Config{Retention: pgqueue.Retention{Completed: time.Hour}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer keeping.Close()
+	build, err := pgqueue.NewQueue[json.RawMessage](keeping, "build")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ship, err := pgqueue.NewQueue[json.RawMessage](keeping, "ship")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	wf := keeping.NewWorkflow("release")
 	wf.Metadata = map[string]string{"version": "1.4.2"}
 	r := release{id: wf.ID, steps: map[string]ulid.ULID{}}
 	add := func(q *pgqueue.Queue[json.RawMessage], name string, o pgqueue.StepOptions, after ...string) {
@@ -58,19 +71,19 @@ func (e *env) enqueueRelease() release {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.runUntil(w, "the release to stand still", func() bool {
+	e.runUntil(keeping, w, "the release to stand still", func() bool {
 		info, err := e.client.Workflow(ctx, r.id)
 		return err == nil && info.Unfinished == 2 && info.Counts[pgqueue.StatusCancelled] == 1
 	})
 	return r
 }
 
-// runUntil runs the client with w (and so its resolver) until done reports true.
-func (e *env) runUntil(w *pgqueue.Worker[json.RawMessage], what string, done func() bool) {
+// runUntil runs client with w (and so its resolver) until done reports true.
+func (e *env) runUntil(client *pgqueue.Client, w *pgqueue.Worker[json.RawMessage], what string, done func() bool) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(e.t.Context())
 	ran := make(chan error, 1)
-	go func() { ran <- e.client.Run(ctx, w) }()
+	go func() { ran <- client.Run(ctx, w) }()
 	waitFor(e.t, what, done)
 	cancel()
 	select {
@@ -139,9 +152,9 @@ func TestWorkflowsList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.runUntil(w, "the workflow done to finish", func() bool {
+	e.runUntil(e.client, w, "the workflow done to finish", func() bool {
 		info, err := e.client.Workflow(t.Context(), done.ID)
-		return err == nil && info.Unfinished == 0 && info.Counts[pgqueue.StatusCompleted] == 1
+		return err == nil && info.Unfinished == 0 && !info.FinishedAt.IsZero()
 	})
 
 	out := e.ok("", "workflows")
@@ -251,5 +264,27 @@ func TestBulkFilterByWorkflow(t *testing.T) {
 	}
 	if s := e.stats()["ship"]; s.Available != 1 || s.Pending != 0 || s.Cancelled != 3 {
 		t.Errorf("after cancel by workflow: %+v", s)
+	}
+}
+
+// A step whose job has been deleted is shown as deleted, and counted so.
+func TestWriteDeletedStep(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	gone, waiting := ulid.Make(), ulid.Make()
+	steps := []pgqueue.WorkflowStep{
+		{ID: gone, Name: "compile"},
+		{ID: waiting, Name: "test", Queue: "build", Status: pgqueue.StatusPending, MaxAttempts: 25,
+			After: []pgqueue.StepDependency{{Job: gone, State: pgqueue.DependencyWaiting}}},
+	}
+	if err := writeSteps(&b, steps); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^compile +`+gone.String()+` +- +deleted +- +- +-$`).MatchString(b.String()) ||
+		!strings.Contains(b.String(), "compile (waiting)") {
+		t.Errorf("steps:\n%s", b.String())
+	}
+	if got := countsLine(map[pgqueue.Status]int{"": 1, pgqueue.StatusPending: 1}); got != "1 pending, 1 deleted" {
+		t.Errorf("counts: %q", got)
 	}
 }
