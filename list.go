@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -24,8 +25,10 @@ const (
 
 // ListOptions select and page a listing. A nil *ListOptions means defaults.
 type ListOptions struct {
-	// Statuses keeps only jobs with these statuses. Defaults to the live ones: running,
-	// available and scheduled.
+	// Statuses keeps only jobs with these statuses. Defaults to the jobs in line: running,
+	// available and scheduled. Pending jobs (StatusPending, waiting for the jobs they depend on)
+	// are listed when named: no index holds them, so a page of them reads the table (but not in
+	// a queue whose kept count of pending jobs is 0).
 	Statuses []Status
 	// Queues keeps only the jobs of these queues, listed queue by queue in this order; for
 	// Client.Jobs only (Queue.Jobs lists its own queue and refuses it). Defaults to every queue
@@ -42,15 +45,23 @@ type ListOptions struct {
 // JobPage is one page of a listing.
 type JobPage[T any] struct {
 	// Jobs are the page's entries, in the order the jobs will run: running jobs, then available
-	// ones by priority and id, then scheduled ones by due time, then finished ones (failed,
-	// cancelled, completed) in the order they finished. A listing of several queues (Client.Jobs)
-	// gives one queue's entries after the other's.
+	// ones by priority and id, then scheduled ones by due time, then pending ones in id order
+	// (not in line yet: place -1, until the jobs they depend on have finished), then finished
+	// ones (failed, cancelled, completed) in the order they finished. A listing of several
+	// queues (Client.Jobs) gives one queue's entries after the other's.
 	Jobs []*JobEntry[T] `json:"jobs"`
 	// Next is the cursor of the following page; empty when this page is the last.
 	Next string `json:"next,omitempty"`
 }
 
-// listSections are the parts of a listing, in order; each is read page by page over an index.
+// listPendingSQL reads a page of a queue's pending jobs; next_queue.sql finds the queues that
+// have some.
+//
+//go:embed sql/list_pending.sql
+var listPendingSQL string
+
+// listSections are the parts of a listing, in order; each is read page by page, over an index
+// but for the pending jobs (list_pending.sql).
 var listSections = []Status{StatusRunning, StatusAvailable, StatusScheduled, StatusPending, StatusFailed, StatusCancelled, StatusCompleted}
 
 // listCursor is where a listing stopped: the queue, the section, the sort key of the last entry,
@@ -159,7 +170,7 @@ func listQueue(ctx context.Context, db querier, queue string, want map[Status]bo
 			case StatusAvailable, StatusScheduled:
 				cur.Place++
 				r.place = cur.Place
-			default:
+			default: // pending or finished: not in line
 				r.place = -1
 			}
 			out = append(out, r)
@@ -221,6 +232,8 @@ func listSection(ctx context.Context, db querier, queue string, status Status, c
 		rows, err = db.Query(ctx, listAvailableSQL, queue, key, [16]byte(cur.ID), n)
 	case StatusScheduled:
 		rows, err = db.Query(ctx, listScheduledSQL, queue, cur.At, [16]byte(cur.ID), n)
+	case StatusPending:
+		rows, err = db.Query(ctx, listPendingSQL, queue, [16]byte(cur.ID), n)
 	default:
 		rows, err = db.Query(ctx, listFinishedSQL, queue, status, cur.At, [16]byte(cur.ID), n)
 	}
@@ -277,7 +290,8 @@ func nullIfEmpty(s string) *string {
 // code that knows no queue's payload type: an admin endpoint, a CLI. It pages as Queue.Jobs does,
 // queue by queue: the first queue's jobs in run order with their places, then the next queue's.
 // Without opts.Queues it goes through the queues in name order, finding each next queue with one
-// probe of each wanted status's index: a page reads the queues on it, never the whole table.
+// probe of each wanted status's index (of the kept counts, for pending jobs): a page reads the
+// queues on it, never the whole table (but for their pending jobs, see ListOptions.Statuses).
 func (c *Client) Jobs(ctx context.Context, opts *ListOptions) (*JobPage[json.RawMessage], error) {
 	var o ListOptions
 	if opts != nil {

@@ -28,7 +28,8 @@ var (
 		short: "Make failed, cancelled or scheduled jobs run now, by id or by filter",
 		long: `Make jobs available to run now: a failed or cancelled job with a fresh set of
 attempts (its errors kept), a scheduled one ahead of its time. A running job is
-refused.`,
+refused. A job that still waits for jobs it depends on goes back to pending
+until they complete; a pending job is left as it is.`,
 		one: func(ctx context.Context, c *pgqueue.Client, id ulid.ULID) error { return c.RetryJob(ctx, id) },
 		many: func(ctx context.Context, c *pgqueue.Client, f pgqueue.JobFilter, o *pgqueue.BulkOptions) (int, error) {
 			return c.RetryJobs(ctx, f, o)
@@ -37,9 +38,10 @@ refused.`,
 	cancelAction = &bulkAction{
 		verb: "cancel", past: "cancelled", filterStatus: "scheduled,available",
 		short: "Cancel jobs that have not finished, by id or by filter",
-		long: `Cancel jobs that have not finished: a waiting job ends cancelled at once; a
-running one too, and its worker is told to stop it. A completed or failed job is
-refused.`,
+		long: `Cancel jobs that have not finished: a waiting job (pending, scheduled or
+available) ends cancelled at once; a running one too, and its worker is told to
+stop it. A completed or failed job is refused. The jobs that depend on a
+cancelled job follow their policies (by default, they are cancelled too).`,
 		one: func(ctx context.Context, c *pgqueue.Client, id ulid.ULID) error { return c.CancelJob(ctx, id) },
 		many: func(ctx context.Context, c *pgqueue.Client, f pgqueue.JobFilter, o *pgqueue.BulkOptions) (int, error) {
 			return c.CancelJobs(ctx, f, o)
@@ -70,14 +72,16 @@ func (a *app) bulkCommand(act *bulkAction) *cobra.Command {
 By id: each job given (a ULID or the uuid of pgqueue_jobs.id), whichever its
 queue. Exit code 3 if one is not found (the others are still ` + act.past + `).
 
-By filter (--queue, --status, --since, ...; --status is required): first prints
-how many jobs match and asks for confirmation, then ` + act.verb + `s them in batches
-of --batch jobs, one transaction each, with a progress bar on a terminal. --yes
-skips the question; without --yes, when standard input is not a terminal, it
-refuses with exit code 4. --dry-run only counts. Times are durations before now
-(1h, 30m) or RFC 3339 times. Without --until (and, when every status is a
-finished one, without --finished-until) the filter ends at the moment of
-counting, so jobs that arrive while the question waits are left alone.
+By filter (--queue, --status, --since, --workflow, ...; --status is required):
+first prints how many jobs match and asks for confirmation, then they are
+` + act.past + ` in batches of --batch jobs, one transaction each, with a progress bar
+on a terminal. --yes skips the question; without --yes, when standard input is
+not a terminal, it refuses with exit code 4. --dry-run only counts. Times are
+durations before now (1h, 30m) or RFC 3339 times. Without --until (and, when
+every status is a finished one, without --finished-until) the filter ends at
+the moment of counting, so jobs that arrive while the question waits are left
+alone. --workflow ID keeps the jobs of one workflow (see also "pgqueue
+workflow --help").
 
 --json by id: [{"id": "...", "result": "` + act.past + `"}, {"id": "...", "error": "..."}]
 --json by filter: {"matched": N, "` + act.past + `": N} ("` + act.past + `" left out with --dry-run)`,

@@ -43,7 +43,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &usage), errors.Is(err, pgqueue.ErrInvalidOption), isCobraUsage(err):
 		return exitUsage
-	case errors.Is(err, pgqueue.ErrNotFound):
+	case errors.Is(err, pgqueue.ErrNotFound), errors.Is(err, pgqueue.ErrWorkflowNotFound):
 		return exitNotFound
 	case errors.Is(err, errRefused):
 		return exitRefused

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/pgqueue/pgqueue"
@@ -17,22 +18,24 @@ import (
 type filterFlags struct {
 	queues, statuses                           []string
 	since, until, finishedSince, finishedUntil string
+	workflow                                   string
 	yes, dryRun                                bool
 	batch                                      int
 }
 
 // filterFlagNames are the flags that make a filter.
-var filterFlagNames = []string{"queue", "status", "since", "until", "finished-since", "finished-until"}
+var filterFlagNames = []string{"queue", "status", "since", "until", "finished-since", "finished-until", "workflow"}
 
 // register adds the flags to cmd.
 func (f *filterFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVarP(&f.queues, "queue", "q", nil, "only these queues (default: every queue)")
-	fl.StringSliceVarP(&f.statuses, "status", "s", nil, "only these statuses (required): scheduled, available, running, completed, failed, cancelled")
+	fl.StringSliceVarP(&f.statuses, "status", "s", nil, "only these statuses (required): "+statusNames())
 	fl.StringVar(&f.since, "since", "", "enqueued at or after this time (1h: an hour ago; or RFC 3339)")
 	fl.StringVar(&f.until, "until", "", "enqueued before this time")
 	fl.StringVar(&f.finishedSince, "finished-since", "", "finished (completed, failed, cancelled) at or after this time")
 	fl.StringVar(&f.finishedUntil, "finished-until", "", "finished before this time")
+	fl.StringVar(&f.workflow, "workflow", "", "only the jobs of this workflow (its id)")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "only count the jobs that match")
 	fl.IntVar(&f.batch, "batch", pgqueue.BulkBatchSizeDefault, fmt.Sprintf("jobs per transaction, at most %d", pgqueue.BulkBatchSizeMax))
@@ -55,6 +58,11 @@ func (f *filterFlags) filter(now time.Time) (pgqueue.JobFilter, error) {
 		return jf, err
 	}
 	jf.Queues = f.queues
+	if f.workflow != "" {
+		if jf.Workflow, err = parseWorkflowID(f.workflow); err != nil {
+			return jf, err
+		}
+	}
 	for _, t := range []struct {
 		flag, value string
 		into        *time.Time
@@ -172,6 +180,9 @@ func describeFilter(f pgqueue.JobFilter) string {
 		statuses = append(statuses, string(s))
 	}
 	parts = append(parts, "status "+strings.Join(statuses, ", "))
+	if f.Workflow != (ulid.ULID{}) {
+		parts = append(parts, "workflow "+f.Workflow.String())
+	}
 	for _, t := range []struct {
 		what string
 		at   time.Time

@@ -29,10 +29,15 @@ func (a *app) jobsCommand() *cobra.Command {
 		Short: "List jobs in the order they will run, with their place in line",
 		Long: `List jobs a page at a time, queue by queue, in the order they will run: running
 jobs (place 0), then waiting ones with their place in line (1, 2, ...), then
-finished ones (place -1) in the order they finished. By default the live jobs
-(running, available, scheduled) of every queue; the last page ends with how
-many jobs of those queues the status filter hides ("3 failed are hidden:
---status failed to see them"). KEY is the job's flow-control key (--key).
+pending ones (workflow steps waiting for the jobs they depend on; not in line
+yet, place -1) in the order they were added, then finished ones (place -1) in
+the order they finished. By default the jobs in line (running, available,
+scheduled) of every queue; the last page ends with how many jobs of those
+queues the status filter hides ("3 failed are hidden: --status failed to see
+them"). KEY is the job's flow-control key (--key).
+
+Pending jobs are in no index: a page of them reads the jobs table (a queue
+without any costs nothing). See a workflow's steps with "pgqueue workflow ID".
 
 When there are more, the last line gives the cursor of the next page: pass it
 with --cursor and the same --queue and --status.
@@ -42,6 +47,7 @@ with --cursor and the same --queue and --status.
 "run_at": "...", "created_at": "...", "errors": [...], "place": 1, ...}],
 "next": "CURSOR"} ("next" left out on the last page).`,
 		Example: `  pgqueue jobs --queue emails
+  pgqueue jobs --status pending --queue reports
   pgqueue jobs --status failed --limit 20
   pgqueue jobs --status failed --limit 20 --cursor CURSOR`,
 		Args: cobra.NoArgs,
@@ -72,7 +78,7 @@ with --cursor and the same --queue and --status.
 	}
 	f := cmd.Flags()
 	f.StringSliceVarP(&opts.Queues, "queue", "q", nil, "only these queues (repeat or separate with commas)")
-	f.StringSliceVarP(&statuses, "status", "s", nil, "only these statuses: scheduled, available, running, completed, failed, cancelled (default: the live ones)")
+	f.StringSliceVarP(&statuses, "status", "s", nil, "only these statuses: "+statusNames()+" (default: the jobs in line)")
 	f.IntVarP(&opts.Limit, "limit", "n", pgqueue.ListLimitDefault, fmt.Sprintf("jobs per page, at most %d", pgqueue.ListLimitMax))
 	f.StringVar(&opts.Cursor, "cursor", "", "the cursor a previous page printed, to list the next page")
 	_ = cmd.RegisterFlagCompletionFunc("status", completeStatuses)
@@ -80,8 +86,17 @@ with --cursor and the same --queue and --status.
 }
 
 // allStatuses are the job statuses, in the order a job goes through them.
-var allStatuses = []pgqueue.Status{pgqueue.StatusScheduled, pgqueue.StatusAvailable, pgqueue.StatusRunning,
-	pgqueue.StatusCompleted, pgqueue.StatusFailed, pgqueue.StatusCancelled}
+var allStatuses = []pgqueue.Status{pgqueue.StatusPending, pgqueue.StatusScheduled, pgqueue.StatusAvailable,
+	pgqueue.StatusRunning, pgqueue.StatusCompleted, pgqueue.StatusFailed, pgqueue.StatusCancelled}
+
+// statusNames lists allStatuses for flag help and messages: "pending, scheduled, ...".
+func statusNames() string {
+	names := make([]string, len(allStatuses))
+	for i, s := range allStatuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
 
 // parseStatuses checks the --status values.
 func parseStatuses(values []string) ([]pgqueue.Status, error) {
@@ -89,7 +104,7 @@ func parseStatuses(values []string) ([]pgqueue.Status, error) {
 	for _, v := range values {
 		s := pgqueue.Status(strings.ToLower(strings.TrimSpace(v)))
 		if !containsStatus(allStatuses, s) {
-			return nil, &usageError{fmt.Errorf("--status %q: want one of scheduled, available, running, completed, failed, cancelled", v)}
+			return nil, &usageError{fmt.Errorf("--status %q: want one of %s", v, statusNames())}
 		}
 		out = append(out, s)
 	}
@@ -127,7 +142,7 @@ func writeJobsPage(w io.Writer, page *pgqueue.JobPage[rawJSON], now time.Time, h
 	}
 	t := newTable(w, "ID", "QUEUE", "STATUS", "PLACE", "ATTEMPT", "PRIORITY", "KEY", "RUN AT", "CREATED", "LAST ERROR")
 	for _, e := range page.Jobs {
-		t.row(e.ID.String(), e.Queue, string(e.Status), place(e.Place), fmt.Sprintf("%d/%d", e.Attempt, e.MaxAttempts),
+		t.row(e.ID.String(), e.Queue, string(e.Status), place(e.Place, e.Status), fmt.Sprintf("%d/%d", e.Attempt, e.MaxAttempts),
 			strconv.Itoa(e.Priority), orDash(e.Key), humanTime(e.RunAt, now), humanTime(e.CreatedAt, now), lastError(e.Errors, 60))
 	}
 	if err := t.flush(); err != nil {
@@ -142,9 +157,12 @@ func writeJobsPage(w io.Writer, page *pgqueue.JobPage[rawJSON], now time.Time, h
 	return nil
 }
 
-// place writes a job's place in line: "running", "1", "finished".
-func place(p int) string {
+// place writes the place in line of a job in status s: "running", "1", "finished"; "-" for a
+// pending job, which is not in line until the jobs it depends on have finished.
+func place(p int, s pgqueue.Status) string {
 	switch {
+	case s == pgqueue.StatusPending:
+		return "-"
 	case p == 0:
 		return "running"
 	case p < 0:
@@ -154,12 +172,16 @@ func place(p int) string {
 }
 
 // placeOf writes a looked-up job's place, which is a lower bound when atLeast is set (the
-// look-up stopped counting at pgqueue.PlaceCountMax jobs ahead): "10002 or later".
-func placeOf(p int, atLeast bool) string {
-	if atLeast {
-		return place(p) + " or later"
+// look-up stopped counting at pgqueue.PlaceCountMax jobs ahead): "10002 or later"; for a pending
+// job, what it waits for.
+func placeOf(p int, s pgqueue.Status, atLeast bool) string {
+	switch {
+	case s == pgqueue.StatusPending:
+		return "- (waits for the jobs it depends on)"
+	case atLeast:
+		return place(p, s) + " or later"
 	}
-	return place(p)
+	return place(p, s)
 }
 
 // lastError writes the latest attempt's error on one line, cut to at most n runes.
@@ -167,11 +189,17 @@ func lastError(errs []pgqueue.AttemptError, n int) string {
 	if len(errs) == 0 {
 		return "-"
 	}
-	msg := strings.Join(strings.Fields(errs[len(errs)-1].Error), " ")
+	return oneLine(errs[len(errs)-1].Error, n)
+}
+
+// oneLine writes s on one line, its runs of white space as single spaces, cut to at most n runes
+// (the last an ellipsis); "-" when it is empty.
+func oneLine(s string, n int) string {
+	msg := strings.Join(strings.Fields(s), " ")
 	if r := []rune(msg); len(r) > n {
 		msg = string(r[:n-1]) + "…"
 	}
-	return msg
+	return orDash(msg)
 }
 
 // jobCommand is "job ID".
@@ -242,7 +270,7 @@ func writeJob(w io.Writer, e *pgqueue.JobEntry[rawJSON], now time.Time) error {
 	t := newTable(w, "id", e.ID.String()+"  (uuid "+pgqueue.FormatUUID(e.ID)+")")
 	t.row("queue", e.Queue)
 	t.row("status", string(e.Status))
-	t.row("place", placeOf(e.Place, e.PlaceAtLeast))
+	t.row("place", placeOf(e.Place, e.Status, e.PlaceAtLeast))
 	t.row("attempt", fmt.Sprintf("%d of %d", e.Attempt, e.MaxAttempts))
 	t.row("priority", strconv.Itoa(e.Priority))
 	t.row("key", orDash(e.Key))

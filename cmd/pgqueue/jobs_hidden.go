@@ -9,7 +9,8 @@ import (
 	"github.com/pgqueue/pgqueue"
 )
 
-// liveStatuses are the statuses a listing shows by default (pgqueue.ListOptions).
+// liveStatuses are the statuses a listing shows by default (pgqueue.ListOptions): the jobs in
+// line. Pending jobs are left out (no index holds them), and counted in the footer.
 var liveStatuses = []pgqueue.Status{pgqueue.StatusScheduled, pgqueue.StatusAvailable, pgqueue.StatusRunning}
 
 // hiddenByFilter says which jobs of the listing's queues its status filter leaves out, for the
@@ -55,6 +56,8 @@ func hiddenByFilter(ctx context.Context, client *pgqueue.Client, opts *pgqueue.L
 // statusCount is the queue's count of jobs in status s.
 func statusCount(q pgqueue.QueueStats, s pgqueue.Status) int {
 	switch s {
+	case pgqueue.StatusPending:
+		return q.Pending
 	case pgqueue.StatusScheduled:
 		return q.Scheduled
 	case pgqueue.StatusAvailable:

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/pgqueue/pgqueue"
 )
 
 // jobs says what its status filter hides, with the --status that shows it, and gives each job's
@@ -30,5 +34,37 @@ func TestJobsSaysWhatTheFilterHides(t *testing.T) {
 	}
 	if out := e.ok("", "jobs", "--queue", "keyed"); strings.Contains(out, "hidden") {
 		t.Errorf("jobs of a queue that hides nothing:\n%s", out)
+	}
+}
+
+// Pending jobs: counted by queues, hidden by the default listing with a footer that says how
+// to see them, listed by --status pending with no place.
+func TestPendingJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	q := e.rawQueue("reports")
+	wf := e.client.NewWorkflow("nightly")
+	first := q.AddStep(wf, json.RawMessage(`{}`), &pgqueue.StepOptions{Name: "gather"})
+	second := q.AddStep(wf, json.RawMessage(`{}`), &pgqueue.StepOptions{Name: "render", After: pgqueue.After(first)})
+	if err := wf.Enqueue(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.stats()["reports"]; s.Pending != 1 || s.Available != 1 {
+		t.Errorf("queues --json: %+v", s)
+	}
+	if out := e.ok("", "queues"); !regexp.MustCompile(`(?m)^QUEUE +STATE +PENDING +SCHEDULED .*\nreports +active +1 +0 +1 `).MatchString(out) {
+		t.Errorf("queues:\n%s", out)
+	}
+	out := e.ok("", "jobs")
+	if !strings.Contains(out, first.ID.String()) || strings.Contains(out, second.ID.String()) ||
+		!strings.Contains(out, "1 pending is hidden: --status pending to see it") {
+		t.Errorf("jobs:\n%s", out)
+	}
+	out = e.ok("", "jobs", "--status", "pending")
+	if !regexp.MustCompile(second.ID.String() + ` +reports +pending +- +0/25 `).MatchString(out) {
+		t.Errorf("jobs --status pending:\n%s", out)
+	}
+	if out := e.ok("", "job", second.ID.String()); !strings.Contains(out, "place       - (waits for the jobs it depends on)") {
+		t.Errorf("job of a pending job:\n%s", out)
 	}
 }

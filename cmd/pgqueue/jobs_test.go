@@ -47,6 +47,16 @@ func (e *env) failJobs(queue string, n int, panics bool) []string {
 	return out
 }
 
+// rawQueue returns the queue called name, of raw JSON payloads.
+func (e *env) rawQueue(name string) *pgqueue.Queue[json.RawMessage] {
+	e.t.Helper()
+	q, err := pgqueue.NewQueue[json.RawMessage](e.client, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return q
+}
+
 func TestJobShowsEveryAttemptsErrorAndStack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)

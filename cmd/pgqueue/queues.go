@@ -24,10 +24,12 @@ back): estimates of Postgres's statistics (pg_stat_user_tables), marked "~",
 which lag behind the table. Cheap at any number of jobs: the counts per queue
 are kept exactly by the schema.
 
---json: pgqueue's Stats: {"queues": [{"queue": "emails", "scheduled": 0,
-"available": 3, "running": 1, "completed": 0, "failed": 2, "cancelled": 0,
-"oldest_wait": "1.5s", "paused": false, "limits": {"max_running": 5}}, ...],
-"live_rows": N, "dead_rows": N, "last_vacuum": "..."}`,
+PENDING counts the jobs waiting for the jobs they depend on (workflow steps).
+
+--json: pgqueue's Stats: {"queues": [{"queue": "emails", "pending": 0,
+"scheduled": 0, "available": 3, "running": 1, "completed": 0, "failed": 2,
+"cancelled": 0, "oldest_wait": "1.5s", "paused": false, "limits":
+{"max_running": 5}}, ...], "live_rows": N, "dead_rows": N, "last_vacuum": "..."}`,
 		Example: "  pgqueue queues\n  pgqueue queues --json | jq '.queues[] | select(.failed > 0) | .queue'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,13 +65,13 @@ func writeQueuesTable(w io.Writer, queues []pgqueue.QueueStats) error {
 		_, err := fmt.Fprintln(w, "no queues")
 		return err
 	}
-	t := newTable(w, "QUEUE", "STATE", "SCHEDULED", "AVAILABLE", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "OLDEST WAIT", "LIMITS")
+	t := newTable(w, "QUEUE", "STATE", "PENDING", "SCHEDULED", "AVAILABLE", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "OLDEST WAIT", "LIMITS")
 	for _, q := range queues {
 		state := "active"
 		if q.Paused {
 			state = "paused"
 		}
-		t.row(q.Queue, state, fmt.Sprint(q.Scheduled), fmt.Sprint(q.Available), fmt.Sprint(q.Running),
+		t.row(q.Queue, state, fmt.Sprint(q.Pending), fmt.Sprint(q.Scheduled), fmt.Sprint(q.Available), fmt.Sprint(q.Running),
 			fmt.Sprint(q.Completed), fmt.Sprint(q.Failed), fmt.Sprint(q.Cancelled),
 			humanDuration(q.OldestWait), limitsSummary(q))
 	}

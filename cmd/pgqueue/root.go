@@ -71,7 +71,8 @@ as "pgqueue: what failed: why", with advice on the lines after.`,
 	root.AddCommand(a.groupCommands("jobs", a.queuesCommand(), a.jobsCommand(), a.jobCommand(),
 		a.enqueueCommand(), a.pauseCommand(), a.resumeCommand(),
 		a.bulkCommand(retryAction), a.bulkCommand(cancelAction), a.bulkCommand(deleteAction),
-		a.schedulesCommand(), a.limitsCommand(), a.topCommand(), a.uiCommand())...)
+		a.schedulesCommand(), a.limitsCommand(), a.workflowsCommand(), a.workflowCommand(),
+		a.topCommand(), a.uiCommand())...)
 	return root
 }
 

@@ -13,7 +13,7 @@ import (
 func TestHelpTexts(t *testing.T) {
 	t.Parallel()
 	e := &env{t: t, schema: "unused"}
-	for _, args := range [][]string{{"--help"}, {"retry", "--help"}, {"enqueue", "--help"}, {"migrate", "get", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"retry", "--help"}, {"enqueue", "--help"}, {"migrate", "get", "--help"}, {"workflow", "--help"}} {
 		r := e.exits(0, args...)
 		golden(t, strings.Join(append([]string{"help"}, args[:len(args)-1]...), "_"), r.stdout)
 	}

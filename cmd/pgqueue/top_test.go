@@ -52,7 +52,7 @@ func TestTopRedrawsOnChanges(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 
 	available := func(n string) func() bool {
-		row := regexp.MustCompile(`emails\s+active\s+0\s+` + n + `\s`)
+		row := regexp.MustCompile(`emails\s+active\s+0\s+0\s+` + n + `\s`) // pending, scheduled, available
 		return func() bool { return row.MatchString(stdout.String()) }
 	}
 	waitFor(t, "the first frame", available("1"))
