@@ -90,8 +90,9 @@ type Options struct {
 	PageSize int
 
 	// SampleEvery is how often the Handler reads every queue's stats for the overview's charts,
-	// and so how often an open overview refreshes while visible, whether or not a job changed
-	// (other pages refresh on changes; their times and waits count on in the browser).
+	// and so how often an open overview, or a page showing a running workflow, refreshes while
+	// visible, whether or not a job changed (other pages refresh on changes; their times and
+	// waits count on in the browser).
 	// Defaults to SampleEveryDefault; at least 100ms.
 	SampleEvery time.Duration
 

@@ -6,8 +6,9 @@
 //
 // Between refreshes the page keeps moving while no job changes: every second its relative times
 // and waits are counted on from their values at the render (data-ago, data-wait), and a time to
-// come that comes due refreshes the page; a region marked data-samples (the overview's charts)
-// also refreshes on each of the server's samples, while the page is visible.
+// come that comes due refreshes the page; a region marked data-samples (the overview's charts),
+// or holding an element so marked (a running workflow), also refreshes on each of the server's
+// samples, while the page is visible.
 (function () {
   "use strict";
   var indicator = document.querySelector('[data-testid="live-status"]');
@@ -118,7 +119,7 @@
     if (d.resync || !pageQueue || (d.queues || []).indexOf(pageQueue) >= 0) refresh();
   });
   events.addEventListener("sample", function () {
-    if (!region.hasAttribute("data-samples")) return;
+    if (!region.hasAttribute("data-samples") && !region.querySelector("[data-samples]")) return;
     if (document.visibilityState === "hidden") { samplesMissed = true; return; }
     refresh();
   });
