@@ -30,7 +30,9 @@ const (
 	ActionCancel Action = "cancel"
 	ActionDelete Action = "delete"
 	// ActionBulkRetry, ActionBulkCancel and ActionBulkDelete: retry, cancel or delete every job
-	// a filter selects.
+	// a filter selects. ActionBulkRetry and ActionBulkCancel are also asked for Retry workflow
+	// and Cancel workflow, which act on every failed or cancelled, or every unfinished, job of a
+	// workflow.
 	ActionBulkRetry  Action = "bulk_retry"
 	ActionBulkCancel Action = "bulk_cancel"
 	ActionBulkDelete Action = "bulk_delete"
