@@ -38,7 +38,8 @@ type view struct {
 	Base string
 	// Title is the page's title; Nav names the page for the navigation ("overview", "bulk").
 	Title, Nav string
-	// Queue is the queue the page shows, if any: live updates of other queues do not refresh it.
+	// Queue is the queue the page shows, if any, or the queues, separated by spaces: live
+	// updates of other queues do not refresh it.
 	Queue string
 	// Flash is a message about the action just done.
 	Flash string

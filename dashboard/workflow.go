@@ -13,8 +13,10 @@ import (
 
 // The workflow pages: a list of workflows, newest first, and a page per workflow with its steps
 // in the order they were added, each with what it waits for. Both are live as the other pages
-// are; they also refresh on the sampler's samples while a workflow they show runs, because the
-// moment a workflow finishes (the resolver counts its last job's end) is announced to no watch.
+// are (a workflow's page on the changes of its steps' queues); they also refresh on the
+// sampler's samples while a workflow they show runs, because not all that the resolver does
+// after a job's end is announced to a watch: a dependency met while its step still waits for
+// another, the end of the workflow itself.
 
 // workflowShows are the list's filters, the default first.
 var workflowShows = []choice{{"all", "All"}, {"unfinished", "Unfinished"}}
@@ -141,7 +143,23 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 	}
 	can := h.permissionsOf(r)
 	d := newWorkflowData(info, from, can.Payload)
-	h.render(w, r, http.StatusOK, "workflow", &view{Title: workflowTitle(info), Flash: flashOf(r), Can: can, Data: d})
+	h.render(w, r, http.StatusOK, "workflow", &view{Title: workflowTitle(info), Queue: stepQueues(info.Steps),
+		Flash: flashOf(r), Can: can, Data: d})
+}
+
+// stepQueues returns the queues of steps, sorted, separated by spaces: the page of their
+// workflow refreshes on their changes only.
+func stepQueues(steps []pgqueue.WorkflowStep) string {
+	seen := map[string]bool{"": true} // a deleted job's step has no queue
+	var queues []string
+	for _, s := range steps {
+		if !seen[s.Queue] {
+			seen[s.Queue] = true
+			queues = append(queues, s.Queue)
+		}
+	}
+	slices.Sort(queues)
+	return strings.Join(queues, " ")
 }
 
 // workflowTitle names a workflow for titles: by its name and id.

@@ -110,6 +110,7 @@ func TestWorkflowPage(t *testing.T) {
 		t.Errorf("steps before running:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	for _, s := range []string{`data-testid="workflow-status" data-samples>running<`, `data-testid="workflow-name">order-42<`,
+		`<body data-events="../events" data-queue="checkout">`,
 		`data-testid="workflow-unfinished">4<`, `data-testid="workflow-count" data-status="pending">3 `, "t-9",
 		`data-testid="workflow-cancel-button"`, `href="../jobs/` + d.a.ID.String() + `" data-testid="step-link"`} {
 		if !strings.Contains(body, s) {
@@ -181,6 +182,16 @@ func TestStepLevels(t *testing.T) {
 	levels, _ := stepLevels(ids)
 	if want := []int{0, 1, 2, 1, 3}; !slices.Equal(levels, want) {
 		t.Errorf("levels %v, want %v", levels, want)
+	}
+}
+
+// TestStepQueues: a workflow's page refreshes on the changes of its steps' queues, each named
+// once; a deleted job's step has none.
+func TestStepQueues(t *testing.T) {
+	t.Parallel()
+	steps := []pgqueue.WorkflowStep{{Queue: "emails"}, {Queue: "billing"}, {}, {Queue: "emails"}}
+	if got := stepQueues(steps); got != "billing emails" {
+		t.Errorf("stepQueues = %q, want %q", got, "billing emails")
 	}
 }
 
