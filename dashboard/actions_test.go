@@ -108,8 +108,14 @@ func TestReadOnly(t *testing.T) {
 	b := setup(t, &Options{ReadOnly: true})
 	q := queue(t, b.client, "emails")
 	j := enqueue(t, q, `{}`, nil)
+	first, _ := enqueueChain(t, b.client, q)
+	flows, err := b.client.Workflows(t.Context(), nil)
+	if err != nil || len(flows) != 1 {
+		t.Fatalf("workflows: %v, %v", flows, err)
+	}
+	wf := "/workflows/" + flows[0].ID.String()
 	for _, path := range []string{"/queues/emails/pause", "/queues/emails/limits", "/jobs/" + j.ID.String() + "/cancel",
-		"/jobs/" + j.ID.String() + "/delete", "/bulk"} {
+		"/jobs/" + j.ID.String() + "/delete", "/bulk", wf + "/cancel", wf + "/retry"} {
 		status, body := b.post(t, path, url.Values{"queue": {"emails"}, "status": {"failed"}, "action": {"retry"}}, nil)
 		if status != http.StatusForbidden || !strings.Contains(body, "read-only") {
 			t.Errorf("POST %s: %d, want 403 read-only", path, status)
@@ -121,7 +127,10 @@ func TestReadOnly(t *testing.T) {
 	if e, _ := b.client.Job(t.Context(), j.ID); e.Status != pgqueue.StatusAvailable {
 		t.Error("a read-only dashboard changed the job")
 	}
-	for _, path := range []string{"/", "/queues/emails", "/jobs/" + j.ID.String(), "/bulk"} {
+	if e, _ := b.client.Job(t.Context(), first.ID); e.Status != pgqueue.StatusAvailable {
+		t.Error("a read-only dashboard changed the workflow")
+	}
+	for _, path := range []string{"/", "/queues/emails", "/jobs/" + j.ID.String(), "/bulk", "/workflows", wf} {
 		status, body := b.get(t, path)
 		if status != http.StatusOK {
 			t.Errorf("GET %s: %d", path, status)

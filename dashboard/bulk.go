@@ -33,7 +33,7 @@ var bulkActions = []bulkAction{
 
 // bulkStatuses are the statuses a bulk action may select, the default first.
 var bulkStatuses = []pgqueue.Status{pgqueue.StatusFailed, pgqueue.StatusCancelled, pgqueue.StatusCompleted,
-	pgqueue.StatusAvailable, pgqueue.StatusScheduled, pgqueue.StatusRunning}
+	pgqueue.StatusAvailable, pgqueue.StatusScheduled, pgqueue.StatusPending, pgqueue.StatusRunning}
 
 // choice is an option of a select.
 type choice struct{ Value, Label string }

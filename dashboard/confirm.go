@@ -61,6 +61,10 @@ func consequence(a Action, st pgqueue.Status) (label, text string) {
 			"cancelled. Retry runs it again from the start."
 	case st == pgqueue.StatusCompleted || st == pgqueue.StatusFailed:
 		return "Cancel", "It has finished: there is nothing to cancel."
+	case st == pgqueue.StatusPending:
+		return "Cancel", "It waits for the jobs it depends on; cancelled, it will not run, and the jobs that depend " +
+			"on it follow their policies (by default they are cancelled too). Retry makes it run again once the " +
+			"jobs it depends on have completed."
 	}
 	return "Cancel", "It will not run. Retry makes it run again."
 }

@@ -1,7 +1,8 @@
 // Package dashboard is pgqueue's web dashboard: an http.Handler an application mounts in its own
 // server to see and drive its queues — every queue's counts, throughput and wait, a queue's jobs
-// in the order they will run, a job's payload and every attempt's error, and actions on jobs one
-// by one or by filter — updated live over Server-Sent Events fed by the client's LISTEN
+// in the order they will run, a job's payload and every attempt's error, workflows with their
+// steps and what each waits for, and actions on jobs one by one, by filter or by workflow —
+// updated live over Server-Sent Events fed by the client's LISTEN
 // connection. With no job changing, the pages still move: their times and waits count on in
 // the browser, and the overview refreshes with each sample of its charts (Options.SampleEvery).
 //

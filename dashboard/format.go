@@ -125,6 +125,8 @@ func statusCount(st *pgqueue.QueueStats, t tab) int {
 	n := 0
 	for _, s := range t.Statuses {
 		switch s {
+		case pgqueue.StatusPending:
+			n += st.Pending
 		case pgqueue.StatusScheduled:
 			n += st.Scheduled
 		case pgqueue.StatusAvailable:

@@ -134,8 +134,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // routes registers every route on h.mux. State changes are POST only and pass the cross-origin
-// check; in read-only mode they are refused whatever they are. Cancelling and deleting a job
-// ask first, on a page of their own (see confirm.go).
+// check; in read-only mode they are refused whatever they are. Cancelling and deleting a job,
+// and cancelling and retrying a workflow, ask first, on a page of their own (see confirm.go and
+// workflow_actions.go).
 func (h *Handler) routes() {
 	h.mux = http.NewServeMux()
 	assets, _ := fs.Sub(files, "assets")
@@ -148,6 +149,10 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /events", h.viewing(h.events))
 	h.mux.HandleFunc("GET /jobs/{id}/cancel", h.viewing(h.confirmJob(ActionCancel))) // the question first
 	h.mux.HandleFunc("GET /jobs/{id}/delete", h.viewing(h.confirmJob(ActionDelete)))
+	h.mux.HandleFunc("GET /workflows", h.viewing(h.workflowsPage))
+	h.mux.HandleFunc("GET /workflows/{id}", h.viewing(h.workflowPage))
+	h.mux.HandleFunc("GET /workflows/{id}/cancel", h.viewing(h.confirmWorkflow(workflowCancel)))
+	h.mux.HandleFunc("GET /workflows/{id}/retry", h.viewing(h.confirmWorkflow(workflowRetry)))
 
 	h.mux.Handle("POST /queues/{queue}/pause", h.changing(ActionPause, h.pause))
 	h.mux.Handle("POST /queues/{queue}/resume", h.changing(ActionResume, h.resume))
@@ -156,4 +161,6 @@ func (h *Handler) routes() {
 	h.mux.Handle("POST /jobs/{id}/cancel", h.changing(ActionCancel, h.jobAction(ActionCancel)))
 	h.mux.Handle("POST /jobs/{id}/delete", h.changing(ActionDelete, h.jobAction(ActionDelete)))
 	h.mux.Handle("POST /bulk", h.changing("", h.bulkRun)) // the action is in the form: bulkRun asks
+	h.mux.Handle("POST /workflows/{id}/cancel", h.changing(ActionBulkCancel, h.runWorkflowAction(workflowCancel)))
+	h.mux.Handle("POST /workflows/{id}/retry", h.changing(ActionBulkRetry, h.runWorkflowAction(workflowRetry)))
 }

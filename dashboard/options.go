@@ -30,7 +30,9 @@ const (
 	ActionCancel Action = "cancel"
 	ActionDelete Action = "delete"
 	// ActionBulkRetry, ActionBulkCancel and ActionBulkDelete: retry, cancel or delete every job
-	// a filter selects.
+	// a filter selects. ActionBulkRetry and ActionBulkCancel are also asked for Retry workflow
+	// and Cancel workflow, which act on every failed or cancelled, or every unfinished, job of a
+	// workflow.
 	ActionBulkRetry  Action = "bulk_retry"
 	ActionBulkCancel Action = "bulk_cancel"
 	ActionBulkDelete Action = "bulk_delete"
@@ -90,8 +92,9 @@ type Options struct {
 	PageSize int
 
 	// SampleEvery is how often the Handler reads every queue's stats for the overview's charts,
-	// and so how often an open overview refreshes while visible, whether or not a job changed
-	// (other pages refresh on changes; their times and waits count on in the browser).
+	// and so how often an open overview, or a page showing a running workflow, refreshes while
+	// visible, whether or not a job changed (other pages refresh on changes; their times and
+	// waits count on in the browser).
 	// Defaults to SampleEveryDefault; at least 100ms.
 	SampleEvery time.Duration
 

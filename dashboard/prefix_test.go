@@ -19,8 +19,15 @@ func TestPrefix(t *testing.T) {
 	q := queue(t, b.client, "emails")
 	j := enqueue(t, q, `{}`, nil)
 	enqueue(t, q, `{}`, nil)
+	enqueueChain(t, b.client, q)
+	flows, err := b.client.Workflows(t.Context(), nil)
+	if err != nil || len(flows) != 1 {
+		t.Fatalf("workflows: %v, %v", flows, err)
+	}
+	wf := "/workflows/" + flows[0].ID.String()
 	attr := regexp.MustCompile(`(?:href|action|src|data-events)="([^"]*)"`)
-	for _, path := range []string{"/", "/queues/emails", "/queues/emails?status=failed", "/jobs/" + j.ID.String(), "/jobs/" + j.ID.String() + "/delete", "/bulk"} {
+	for _, path := range []string{"/", "/queues/emails", "/queues/emails?status=failed", "/jobs/" + j.ID.String(), "/jobs/" + j.ID.String() + "/delete", "/bulk",
+		"/workflows", wf, wf + "/cancel"} {
 		page, _ := url.Parse(b.url(path))
 		status, body := b.get(t, path)
 		if status != http.StatusOK {

@@ -16,12 +16,14 @@ type tab struct {
 	Statuses []pgqueue.Status
 }
 
-// tabs are a queue page's filters; the first is the default.
+// tabs are a queue page's filters; the first is the default. "Live" is every job that has not
+// finished, pending ones (waiting for the jobs they depend on) included.
 var tabs = []tab{
-	{"live", "Live", []pgqueue.Status{pgqueue.StatusRunning, pgqueue.StatusAvailable, pgqueue.StatusScheduled}},
+	{"live", "Live", []pgqueue.Status{pgqueue.StatusRunning, pgqueue.StatusAvailable, pgqueue.StatusScheduled, pgqueue.StatusPending}},
 	{"running", "Running", []pgqueue.Status{pgqueue.StatusRunning}},
 	{"available", "Available", []pgqueue.Status{pgqueue.StatusAvailable}},
 	{"scheduled", "Scheduled", []pgqueue.Status{pgqueue.StatusScheduled}},
+	{"pending", "Pending", []pgqueue.Status{pgqueue.StatusPending}},
 	{"failed", "Failed", []pgqueue.Status{pgqueue.StatusFailed}},
 	{"cancelled", "Cancelled", []pgqueue.Status{pgqueue.StatusCancelled}},
 	{"completed", "Completed", []pgqueue.Status{pgqueue.StatusCompleted}},

@@ -11,7 +11,7 @@ import (
 )
 
 // pageNames are the page templates; each is parsed with layout.html into a set of its own.
-var pageNames = []string{"overview", "queue", "job", "bulk", "confirm", "error"}
+var pageNames = []string{"overview", "queue", "job", "bulk", "confirm", "workflows", "workflow", "workflow_confirm", "error"}
 
 // pages are the parsed templates, by page.
 type pages struct {
@@ -38,7 +38,8 @@ type view struct {
 	Base string
 	// Title is the page's title; Nav names the page for the navigation ("overview", "bulk").
 	Title, Nav string
-	// Queue is the queue the page shows, if any: live updates of other queues do not refresh it.
+	// Queue is the queue the page shows, if any, or the queues, separated by spaces: live
+	// updates of other queues do not refresh it.
 	Queue string
 	// Flash is a message about the action just done.
 	Flash string
@@ -97,6 +98,8 @@ var flashes = map[string]string{
 	"paused": "Queue paused.", "resumed": "Queue resumed.", "limits": "Limits saved.",
 	"retried": "Job retried: it is available to run now.", "cancelled": "Job cancelled.", "deleted": "Job deleted.",
 	"bulk_retry": "Retried %d jobs.", "bulk_cancel": "Cancelled %d jobs.", "bulk_delete": "Deleted %d jobs.",
+	"workflow_cancel": "Cancelled %d jobs of the workflow.",
+	"workflow_retry":  "Retried %d jobs of the workflow: each runs once the jobs it depends on have completed.",
 }
 
 // flashOf returns the message of r's flash code, if any.
@@ -117,7 +120,8 @@ func flashOf(r *http.Request) string {
 }
 
 // seeOther redirects, after a change, to target, a path relative to the dashboard's root, with
-// a flash code and, for bulk actions, a count n. The Location is relative to the request's URL,
+// a flash code and, for the actions whose message counts jobs (bulk and workflow actions), a
+// count n. The Location is relative to the request's URL,
 // so the browser resolves it under the prefix it used (http.Redirect would resolve it against
 // the path as StripPrefix left it).
 func seeOther(w http.ResponseWriter, r *http.Request, target, flash string, n int) {
@@ -127,7 +131,7 @@ func seeOther(w http.ResponseWriter, r *http.Request, target, flash string, n in
 			sep = "&"
 		}
 		target += sep + "flash=" + url.QueryEscape(flash)
-		if strings.HasPrefix(flash, "bulk_") {
+		if strings.Contains(flashes[flash], "%d") {
 			target += "&n=" + strconv.Itoa(n)
 		}
 	}

@@ -1,13 +1,14 @@
 // pgqueue dashboard: live updates. The page listens to the dashboard's event stream; on a change
-// of its queue (or of any, on the overview) it refetches its own URL with ?fragment=1 and swaps
+// of its queues (or of any, on the overview) it refetches its own URL with ?fragment=1 and swaps
 // the live region's content in, keeping focus and the open state of folded parts. One fetch at a
 // time; changes meanwhile cause one more. A swap waits while a pointer is pressed in the region:
 // a press on one element and a release on its fresh copy would be no click at all.
 //
 // Between refreshes the page keeps moving while no job changes: every second its relative times
 // and waits are counted on from their values at the render (data-ago, data-wait), and a time to
-// come that comes due refreshes the page; a region marked data-samples (the overview's charts)
-// also refreshes on each of the server's samples, while the page is visible.
+// come that comes due refreshes the page; a region marked data-samples (the overview's charts),
+// or holding an element so marked (a running workflow), also refreshes on each of the server's
+// samples, while the page is visible.
 (function () {
   "use strict";
   var indicator = document.querySelector('[data-testid="live-status"]');
@@ -19,7 +20,8 @@
     indicator.textContent = text;
   }
   if (!region || !window.EventSource || !window.fetch) return;
-  var pageQueue = body.getAttribute("data-queue") || "";
+  // The queues the page shows jobs of (a workflow's can be several); none: every queue.
+  var pageQueues = (body.getAttribute("data-queue") || "").split(" ").filter(Boolean);
   var refreshes = 0, busy = false, again = false;
   var leaving = false; // a form of the page was sent: the page it leads to is coming
   var renderedAt = performance.now(); // when the region's content was rendered, about
@@ -115,10 +117,11 @@
   });
   events.addEventListener("change", function (e) {
     var d = JSON.parse(e.data);
-    if (d.resync || !pageQueue || (d.queues || []).indexOf(pageQueue) >= 0) refresh();
+    var mine = (d.queues || []).some(function (q) { return pageQueues.indexOf(q) >= 0; });
+    if (d.resync || !pageQueues.length || mine) refresh();
   });
   events.addEventListener("sample", function () {
-    if (!region.hasAttribute("data-samples")) return;
+    if (!region.hasAttribute("data-samples") && !region.querySelector("[data-samples]")) return;
     if (document.visibilityState === "hidden") { samplesMissed = true; return; }
     refresh();
   });

@@ -1,25 +1,37 @@
 package e2e
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pgqueue/pgqueue"
 )
 
 // TestPhoneViewport: on a phone-sized screen (390×844 CSS pixels, as a recent iPhone) the
-// overview and a queue's page fit the width: nothing makes the page scroll sideways (wide tables
-// scroll inside their own box).
+// overview, a queue's page, the bulk page and the workflow pages fit the width: nothing makes
+// the page scroll sideways (wide tables scroll inside their own box).
 func TestPhoneViewport(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	for _, name := range []string{"emails", "reports-with-a-rather-long-name", "webhooks"} {
 		enqueue(t, queue(t, e.client, name), "ada@example.com", nil)
 	}
+	wf := e.client.NewWorkflow("a-workflow-with-a-rather-long-name")
+	wf.Metadata = map[string]string{"customer": "ada.lovelace.countess.of.lovelace@example.org"}
+	first := queue(t, e.client, "emails").AddStep(wf, email{To: "ada@example.com"}, &pgqueue.StepOptions{Name: "a-step-with-a-rather-long-name"})
+	queue(t, e.client, "webhooks").AddStep(wf, email{To: "ada@example.com"}, &pgqueue.StepOptions{After: pgqueue.After(first)})
+	ctx, cancel := context.WithTimeout(t.Context(), dbTimeout)
+	defer cancel()
+	if err := wf.Enqueue(ctx); err != nil {
+		t.Fatalf("enqueueing the workflow: %v", err)
+	}
 
 	p := e.page
 	p.resize(390, 844, true)
-	for _, path := range []string{"/", "/queues/emails", "/bulk"} {
+	for _, path := range []string{"/", "/queues/emails", "/bulk", "/workflows", "/workflows/" + wf.ID.String()} {
 		p.open(path)
 		p.waitVisible("main")
 		overflow := p.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`, "the overflow")

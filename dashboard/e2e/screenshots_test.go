@@ -24,9 +24,9 @@ var screenshotDir = filepath.Join("..", "..", "docs")
 
 // TestScreenshots shows every page with realistic data (several queues, jobs in every state,
 // failed jobs with errors and a panic's stack, limits, a paused queue, periodic schedules, live
-// charts) in light and dark mode and on a phone, and checks each renders. With
-// -update-screenshots it writes them to docs/ for the README (-trimpath keeps this machine's
-// file paths out of the panic's stack):
+// charts, a workflow half way) in light and dark mode and on a phone, and checks each renders.
+// With -update-screenshots it writes them to docs/ for the README (-trimpath keeps this
+// machine's file paths out of the panic's stack):
 //
 //	go test -trimpath -run TestScreenshots -update-screenshots .
 func TestScreenshots(t *testing.T) {
@@ -76,6 +76,11 @@ func TestScreenshots(t *testing.T) {
 	shot("dashboard-job.png")
 	p.resize(viewportWidth, viewportHeight, false)
 
+	p.open("/workflows/" + s.workflow.String())
+	p.waitExact(in(step("charge-card"), testid("step-status")), "running")
+	p.waitExact(in(step("fraud-check"), testid("step-status")), "failed")
+	shot("dashboard-workflow.png")
+
 	p.open("/bulk?queue=emails&status=failed&action=retry&review=1")
 	p.waitExact(testid("bulk-count"), "3")
 	shot("dashboard-bulk.png")
@@ -95,12 +100,14 @@ func TestScreenshots(t *testing.T) {
 // seeded is what seed made that the screenshots look for.
 type seeded struct {
 	panicked fmt.Stringer // a job of reports whose handler panicked
+	workflow fmt.Stringer // a workflow of orders, running
 }
 
 // seed fills e's schema as a small production system looks: emails flowing through a worker,
 // some failed for good; reports with a worker that is busy, a job that panicked and periodic
 // schedules; a paused queue of webhooks with limits; thumbnails limited per tenant; billing
-// jobs scheduled for later and one cancelled. The workers run until the test ends.
+// jobs scheduled for later and one cancelled; an order's workflow half way. The workers run
+// until the test ends.
 func seed(t *testing.T, e *env) seeded {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), dbTimeout)
@@ -145,7 +152,47 @@ func seed(t *testing.T, e *env) seeded {
 
 	runBusyReports(t, e.client, reports)
 	feedEmails(t, e.client, emails)
-	return seeded{panicked: panicked}
+	return seeded{panicked: panicked, workflow: seedOrder(t, e.client)}
+}
+
+// seedOrder enqueues the workflow of an order — validate, then reserve the stock and check for
+// fraud, then charge the card (even if the fraud check fails), then send the receipt and ship —
+// and runs a worker of orders whose fraud check fails and whose card charge runs until the test
+// ends. It returns the workflow's id.
+func seedOrder(t *testing.T, client *pgqueue.Client) fmt.Stringer {
+	t.Helper()
+	orders := queue(t, client, "orders")
+	wf := client.NewWorkflow("order-1042")
+	wf.Metadata = map[string]string{"order": "1042", "customer": "ada@example.org"}
+	add := func(name string, opts *pgqueue.StepOptions) pgqueue.Step {
+		opts.Name = name
+		return orders.AddStep(wf, email{To: "ada@example.org", Subject: name}, opts)
+	}
+	validate := add("validate", &pgqueue.StepOptions{})
+	reserve := add("reserve-stock", &pgqueue.StepOptions{After: pgqueue.After(validate)})
+	fraud := add("fraud-check", &pgqueue.StepOptions{After: pgqueue.After(validate), EnqueueOptions: pgqueue.EnqueueOptions{MaxAttempts: 1}})
+	charge := add("charge-card", &pgqueue.StepOptions{After: []pgqueue.Dependency{
+		{Job: reserve.ID}, {Job: fraud.ID, OnFailure: pgqueue.RunDependent}}})
+	add("send-receipt", &pgqueue.StepOptions{After: pgqueue.After(charge)})
+	add("ship", &pgqueue.StepOptions{After: pgqueue.After(reserve, charge)})
+	ctx, cancel := context.WithTimeout(t.Context(), dbTimeout)
+	defer cancel()
+	check(t, wf.Enqueue(ctx))
+	w, err := orders.NewWorker(func(ctx context.Context, j *pgqueue.Job[email]) error {
+		switch j.Payload.Subject {
+		case "fraud-check":
+			return errors.New("risk service: 503 Service Unavailable")
+		case "charge-card":
+			<-ctx.Done() // busy until the test ends; then the job is handed back
+			return ctx.Err()
+		}
+		return nil
+	}, &pgqueue.WorkerOptions{Concurrency: 2})
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	run(t, client, w)
+	return wf.ID
 }
 
 // runBusyReports runs a worker of reports, with periodic schedules, whose two slots stay busy
