@@ -366,7 +366,8 @@ func scanListRow(row pgx.CollectableRow) (*entryRow, error) {
 type JobEntry[T any] struct {
 	Job[T]
 	// Place is the job's place in its queue: 0 running, 1, 2, … waiting (available jobs in run
-	// order, then scheduled ones in due order), -1 finished.
+	// order, then scheduled ones in due order), -1 finished, or pending (its place is not known
+	// until the jobs it depends on have finished).
 	Place int `json:"place"`
 	// PlaceAtLeast says that Place is a lower bound: a look-up by id (Queue.Job, Client.Job)
 	// counts at most PlaceCountMax jobs ahead of the job, so that a job deep in a queue of

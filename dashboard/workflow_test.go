@@ -58,9 +58,11 @@ func runSteps(t testing.TB, c *pgqueue.Client, q *pgqueue.Queue[json.RawMessage]
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan error, 1)
 	go func() { ran <- c.Run(ctx, w) }()
-	waitFor(t, "the workflow to finish", func() bool {
+	// Its completed jobs are kept until it has finished, then deleted by the next prune (the
+	// client keeps no completed job).
+	waitFor(t, "the workflow to finish and its completed jobs to be pruned", func() bool {
 		info, err := c.Workflow(t.Context(), wf.ID)
-		return err == nil && info.Status != pgqueue.WorkflowRunning
+		return err == nil && info.Status != pgqueue.WorkflowRunning && info.Counts[pgqueue.StatusCompleted] == 0
 	})
 	cancel()
 	if err := <-ran; err != nil {
