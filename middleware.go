@@ -149,12 +149,16 @@ type EnqueueMiddleware func(ctx context.Context, e *EnqueueInfo, next func(conte
 
 // EnqueueInfo describes one enqueue call to an EnqueueMiddleware.
 type EnqueueInfo struct {
-	// Queue is the name of the queue.
+	// Queue is the name of the queue; for a workflow, the queue of its first step.
 	Queue string
 	// IDs are the ids of the jobs the call inserts, in the order of its payloads; one for
-	// Enqueue. (An enqueue with a UniqueKey that finds a live job with its key inserts nothing and
-	// returns that job.)
+	// Enqueue; a workflow's steps in the order they were added. (An enqueue with a UniqueKey
+	// that finds a live job with its key inserts nothing and returns that job.)
 	IDs []ulid.ULID
+	// Workflow is set when the call enqueues a workflow (Workflow.Enqueue and its Tx forms): the
+	// chain runs once for all its steps, across queues, and what it adds to Metadata is added to
+	// every step's own (EnqueueOptions.Metadata), its keys taking precedence.
+	Workflow ulid.ULID
 	// Metadata is what every job of the call is stored with: a copy of EnqueueOptions.Metadata,
 	// with what the middleware before added. Never nil; add to it.
 	Metadata map[string]string

@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -226,9 +227,9 @@ func (wf *Workflow) Enqueue(ctx context.Context) error {
 		return err
 	}
 	if len(wf.outsideParents()) == 0 {
-		return wf.enqueue(ctx, pgxFlow{wf.c.pool})
+		return wf.enqueue(ctx, pgxFlow{wf.c.pool}, false)
 	}
-	return pgx.BeginFunc(ctx, wf.c.pool, func(tx pgx.Tx) error { return wf.enqueue(ctx, pgxFlow{tx}) })
+	return pgx.BeginFunc(ctx, wf.c.pool, func(tx pgx.Tx) error { return wf.enqueue(ctx, pgxFlow{tx}, false) })
 }
 
 // EnqueueTx is Enqueue inside the caller's transaction tx: the workflow exists if and only if tx
@@ -242,7 +243,7 @@ func (wf *Workflow) EnqueueTx(ctx context.Context, tx pgx.Tx) error {
 	if err := wf.ready(); err != nil {
 		return err
 	}
-	return wf.enqueue(ctx, pgxFlow{tx})
+	return wf.enqueue(ctx, pgxFlow{tx}, true)
 }
 
 // EnqueueSQLTx is EnqueueTx for a database/sql transaction, whatever Postgres driver opened it.
@@ -253,7 +254,7 @@ func (wf *Workflow) EnqueueSQLTx(ctx context.Context, tx *sql.Tx) error {
 	if err := wf.ready(); err != nil {
 		return err
 	}
-	return wf.enqueue(ctx, sqlFlow{tx})
+	return wf.enqueue(ctx, sqlFlow{tx}, true)
 }
 
 // ready reports what keeps the workflow from being enqueued.
@@ -286,9 +287,20 @@ func (wf *Workflow) outsideParents() []ulid.ULID {
 	return slices.Compact(ids)
 }
 
-// enqueue locks the parents from outside the workflow, if any (depend_lock.sql), and inserts
-// the workflow (enqueue_workflow.sql), through db.
-func (wf *Workflow) enqueue(ctx context.Context, db flowConn) error {
+// enqueue runs the workflow's insert through the client's enqueue middleware, once for all its
+// steps; inTx says that db is the caller's transaction.
+func (wf *Workflow) enqueue(ctx context.Context, db flowConn, inTx bool) error {
+	ids := make([]ulid.ULID, len(wf.steps))
+	for i, s := range wf.steps {
+		ids[i] = s.id
+	}
+	e := &EnqueueInfo{Queue: wf.steps[0].queue, IDs: ids, Metadata: map[string]string{}, InTx: inTx, Workflow: wf.ID}
+	return wf.c.enqueueThrough(ctx, e, func(ctx context.Context, _ []byte) error { return wf.insert(ctx, db, e.Metadata) })
+}
+
+// insert locks the parents from outside the workflow, if any (depend_lock.sql), and inserts the
+// workflow (enqueue_workflow.sql), through db, every step's metadata with added's.
+func (wf *Workflow) insert(ctx context.Context, db flowConn, added map[string]string) error {
 	statuses := map[ulid.ULID]Status{}
 	if outside := wf.outsideParents(); len(outside) > 0 {
 		var err error
@@ -296,7 +308,7 @@ func (wf *Workflow) enqueue(ctx context.Context, db flowConn) error {
 			return wrapf(err, "enqueue workflow %s: lock the jobs it depends on", wf.ID)
 		}
 	}
-	docs, err := wf.documents(statuses)
+	docs, err := wf.documents(statuses, added)
 	if err != nil {
 		return err
 	}
@@ -335,12 +347,12 @@ type flowJob struct {
 
 // documents builds the statement's documents, given the statuses of the parents from outside
 // the workflow (a parent missing there does not exist: the enqueue fails).
-func (wf *Workflow) documents(outside map[ulid.ULID]Status) (flowDocuments, error) {
+func (wf *Workflow) documents(outside map[ulid.ULID]Status, added map[string]string) (flowDocuments, error) {
 	jobs := make([]flowJob, len(wf.steps))
 	edges, ended := [][4]any{}, [][2]string{} // [] rather than null when empty
 	applied := map[ulid.ULID]bool{}
 	for i, s := range wf.steps {
-		meta, err := encodeMetadata(s.opts.Metadata)
+		meta, err := encodeMetadata(withAdded(s.opts.Metadata, added))
 		if err != nil {
 			return flowDocuments{}, wrapf(err, "enqueue workflow %s: step %q", wf.ID, s.name)
 		}
@@ -373,6 +385,19 @@ func (wf *Workflow) documents(outside map[ulid.ULID]Status) (flowDocuments, erro
 		}
 	}
 	return marshalFlow(jobs, edges, ended)
+}
+
+// withAdded returns m with added's entries, which take precedence; m itself if nothing is added.
+func withAdded(m, added map[string]string) map[string]string {
+	if len(added) == 0 {
+		return m
+	}
+	out := maps.Clone(m)
+	if out == nil {
+		out = make(map[string]string, len(added))
+	}
+	maps.Copy(out, added)
+	return out
 }
 
 // marshalFlow encodes the three documents.

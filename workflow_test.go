@@ -350,3 +350,30 @@ func TestWorkflowOutsideParents(t *testing.T) {
 	waitFor(t, 10*time.Second, "the step after the retried job to run", func() bool { return o.done("waiting", "after-waiting") })
 	_ = afterDone
 }
+
+// The client's enqueue middleware runs once for a workflow, told so, and what it adds to the
+// metadata reaches every step, beside the step's own.
+func TestWorkflowEnqueueMiddleware(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var seen []EnqueueInfo
+	c := b.newClientWith(Config{EnqueueMiddleware: []EnqueueMiddleware{func(ctx context.Context, e *EnqueueInfo, next func(context.Context) error) error {
+		seen = append(seen, *e)
+		e.Metadata["trace"] = "t-1"
+		return next(ctx)
+	}}})
+	q := newQueue[stepArgs](t, c, "wf-mw")
+	wf := c.NewWorkflow("traced")
+	a := q.AddStep(wf, stepArgs{"a"}, &StepOptions{EnqueueOptions: EnqueueOptions{Metadata: map[string]string{"own": "1", "trace": "mine"}}})
+	bb := q.AddStep(wf, stepArgs{"b"}, &StepOptions{After: After(a)})
+	must(0, wf.Enqueue(t.Context()))
+	if len(seen) != 1 || seen[0].Workflow != wf.ID || len(seen[0].IDs) != 2 || seen[0].IDs[1] != bb.ID || seen[0].InTx {
+		t.Fatalf("the middleware saw %+v", seen)
+	}
+	if m := must(q.Job(t.Context(), a.ID)).Metadata; m["own"] != "1" || m["trace"] != "t-1" {
+		t.Fatalf("step a's metadata %v", m)
+	}
+	if m := must(q.Job(t.Context(), bb.ID)).Metadata; len(m) != 1 || m["trace"] != "t-1" {
+		t.Fatalf("step b's metadata %v", m)
+	}
+}
