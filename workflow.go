@@ -196,7 +196,7 @@ func (wf *Workflow) check(c *Client, s *flowStep) error {
 	}
 	p, err := s.opts.params()
 	if err != nil {
-		return fmt.Errorf("step %q: %w", s.name, err)
+		return fmt.Errorf("%w, in step %q", err, s.name) // "pgqueue: " leads, and is said once
 	}
 	s.params = p
 	seen := make(map[ulid.ULID]bool, len(s.after))

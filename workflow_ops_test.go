@@ -325,3 +325,16 @@ func TestWorkflowKeepsQueueGuarantees(t *testing.T) {
 		}
 	}
 }
+
+// A workflow's errors name the package once, and the step.
+func TestWorkflowErrorsSayPgqueueOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[stepArgs](t, b.client, "wf-err")
+	wf := b.client.NewWorkflow("errors")
+	q.AddStep(wf, stepArgs{}, &StepOptions{Name: "first", EnqueueOptions: EnqueueOptions{MaxAttempts: -1}})
+	err := wf.Enqueue(t.Context())
+	if err == nil || strings.Count(err.Error(), "pgqueue") != 1 || !strings.Contains(err.Error(), `step "first"`) {
+		t.Fatalf("error %q: want pgqueue named once, and the step", err)
+	}
+}
