@@ -120,8 +120,9 @@ $$;
 -- +goose StatementEnd
 
 -- A job taking part in a dependency or a workflow crossed the line between unfinished and
--- finished. A plain job pays the WHEN clause alone.
-CREATE TRIGGER pgqueue_job_ended AFTER UPDATE ON pgqueue_jobs
+-- finished. A plain job pays the WHEN clause alone, and only in an UPDATE that sets status (a
+-- claim, a settle): not in a heartbeat's.
+CREATE TRIGGER pgqueue_job_ended AFTER UPDATE OF status ON pgqueue_jobs
     FOR EACH ROW
     WHEN ((OLD.has_dependents OR OLD.workflow IS NOT NULL)
           AND (OLD.status IN ('completed', 'failed', 'cancelled')) <> (NEW.status IN ('completed', 'failed', 'cancelled')))

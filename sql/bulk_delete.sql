@@ -6,7 +6,7 @@
 -- $7 on. Clears pgqueue.completing, as delete.sql does.
 WITH target AS (
     SELECT id FROM pgqueue_jobs
-    WHERE /*filter*/ AND id > $7 AND set_config('pgqueue.completing', '', true) = ''
+    WHERE /*filter*/ AND id > $7 AND (SELECT set_config('pgqueue.completing', '', true)) = ''
     ORDER BY id LIMIT $8 FOR UPDATE
 ), deleted AS (
     DELETE FROM pgqueue_jobs AS j

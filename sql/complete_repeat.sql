@@ -20,7 +20,7 @@ WITH held AS (
     FROM pgqueue_jobs AS p
     JOIN unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::boolean[], $5::jsonb[]) AS c(id, lock_token, next_id, keep, result)
       ON p.id = c.id AND p.lock_token = c.lock_token
-    WHERE (NOT c.keep OR p.status = 'running') AND set_config('pgqueue.completing', 'on', true) = 'on'
+    WHERE (NOT c.keep OR p.status = 'running') AND (SELECT set_config('pgqueue.completing', 'on', true)) = 'on'
     FOR UPDATE OF p SKIP LOCKED
 ), settled AS (
     DELETE FROM pgqueue_jobs AS j

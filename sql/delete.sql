@@ -6,7 +6,7 @@
 -- (complete.sql): a running job deleted here ends 'deleted' for the jobs that depend on it.
 WITH target AS (
     SELECT id, queue, status FROM pgqueue_jobs
-    WHERE id = $1 AND ($2::text IS NULL OR queue = $2) AND set_config('pgqueue.completing', '', true) = ''
+    WHERE id = $1 AND ($2::text IS NULL OR queue = $2) AND (SELECT set_config('pgqueue.completing', '', true)) = ''
     FOR UPDATE
 ), deleted AS (
     DELETE FROM pgqueue_jobs AS j
