@@ -447,11 +447,7 @@ type flowConn interface {
 	exec(ctx context.Context, sql string, args ...any) error
 }
 
-type pgxFlow struct {
-	db interface {
-		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	}
-}
+type pgxFlow struct{ db querier }
 
 func (f pgxFlow) lockParents(ctx context.Context, ids string) (map[ulid.ULID]Status, error) {
 	rows, err := f.db.Query(ctx, dependLockSQL, ids)

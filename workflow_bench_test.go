@@ -422,11 +422,11 @@ func fanOut(b *testing.B, n int) (first, last float64) {
 // became resolve.sql (bench/README.md, "Workflows").
 func BenchmarkWorkflowResolve(b *testing.B) {
 	for _, n := range []int{100, 300, 1_000} {
-		b.Run(fmt.Sprintf("ends=%d", n), func(b *testing.B) { benchmarkResolve(b, n, resolveSQL) })
+		b.Run(fmt.Sprintf("ends=%d", n), func(b *testing.B) { benchmarkResolve(b, n) })
 	}
 }
 
-func benchmarkResolve(b *testing.B, n int, resolve string) {
+func benchmarkResolve(b *testing.B, n int) {
 	bb := setup(b)
 	q := newQueue[int](b, bb.client, "resolve")
 	wf := bb.client.NewWorkflow("resolve")
@@ -450,7 +450,7 @@ func benchmarkResolve(b *testing.B, n int, resolve string) {
 		start := time.Now()
 		var ended, moved, finished, notified int64
 		var counted *int64
-		if err := bb.pool.QueryRow(b.Context(), resolve, resolveBatch, maxErrorsKept).
+		if err := bb.pool.QueryRow(b.Context(), resolveSQL, resolveBatch, maxErrorsKept).
 			Scan(&ended, &moved, &finished, &notified, &counted); err != nil {
 			b.Fatal(err)
 		}
