@@ -4,14 +4,14 @@
 -- while that lies ahead and 'available' when it is zero. errors keeps the newest $7 entries.
 -- Returns id, new status and run_at of each job it changed. Skips a row another transaction
 -- locks, as complete.sql does. Counts the moves itself (pgqueue_count_moves; see the count_moves
--- migration). Reads the primary key.
+-- migration). Reads the primary key, one probe per job; the status is tested on the locked row,
+-- as in complete_keep.sql.
 WITH held AS (
-    SELECT p.ctid, f.delay_us, f.final, f.error, f.stack
+    SELECT p.ctid, p.status, f.delay_us, f.final, f.error, f.stack
     FROM pgqueue_jobs AS p
     JOIN unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::boolean[], $5::text[], $6::text[])
              AS f(id, lock_token, delay_us, final, error, stack)
       ON p.id = f.id AND p.lock_token = f.lock_token
-    WHERE p.status = 'running'
     FOR UPDATE OF p SKIP LOCKED
 ), failed AS (
     UPDATE pgqueue_jobs AS j
@@ -33,7 +33,7 @@ WITH held AS (
         lock_token  = NULL,
         locked_by   = NULL
     FROM held AS f
-    WHERE j.ctid = f.ctid
+    WHERE j.ctid = f.ctid AND f.status = 'running'
     RETURNING j.id, j.status, j.run_at, j.queue
 ), counted AS (
     SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) FROM failed
