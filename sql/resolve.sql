@@ -52,14 +52,19 @@ WITH ended AS MATERIALIZED (
            count(*) FILTER (WHERE now = 'broken' AND was = 'waiting')
            - count(*) FILTER (WHERE now = 'met' AND was = 'broken') AS failed,
            bool_or(now = 'broken' AND on_failure = 'cancel') AS cancel,
-           -- the first edge broken here whose policy speaks, to name in the child's errors
-           (array_agg(parent ORDER BY on_failure <> 'cancel', parent) FILTER (WHERE now = 'broken' AND on_failure <> 'run'))[1] AS parent,
-           (array_agg(outcome ORDER BY on_failure <> 'cancel', parent) FILTER (WHERE now = 'broken' AND on_failure <> 'run'))[1] AS outcome
+           -- the first edge broken here whose policy speaks, to name in the child's errors: a
+           -- 'cancel' edge before a 'wait' one, then the smallest parent id, as the least of
+           -- '0' or '1', the parent's id as text (36 characters) and its outcome. (An ordered
+           -- aggregate sorted each child's edges apart: 25 µs a child, most of the statement's
+           -- time for a batch of chain steps, where no edge breaks.)
+           min((on_failure <> 'cancel')::int || parent::text || outcome COLLATE "C")
+               FILTER (WHERE now = 'broken' AND on_failure <> 'run') AS broken
     FROM held
     GROUP BY child
 ), locked AS MATERIALIZED (
     SELECT j.id, j.queue, j.status, j.run_at, j.attempt, j.run_when, j.waits_for - c.met AS waits,
-           j.parents_failed + c.failed AS failed, c.cancel, c.parent, c.outcome
+           j.parents_failed + c.failed AS failed, c.cancel,
+           substr(c.broken, 2, 36)::uuid AS parent, substr(c.broken, 38) AS outcome
     FROM pgqueue_jobs AS j
     JOIN children AS c ON c.child = j.id
     ORDER BY j.id
