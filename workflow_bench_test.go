@@ -503,3 +503,108 @@ func BenchmarkWorkflowCompleteSetting(b *testing.B) {
 	b.ReportMetric(float64(b.N*100)/spent[1].Seconds(), "without-jobs/s")
 	b.ReportMetric(spent[1].Seconds()/spent[0].Seconds(), "with/without")
 }
+
+// BenchmarkWorkflowStepStatements runs, 250 times, what the database does for 100 jobs of a
+// drain, statement by statement and without the rest of a running client: a claim of 100
+// (claim.sql), their settle (the completer's batch: complete.sql for plain jobs, complete_keep.sql
+// and the end trigger's inserts for steps), and for steps the resolver's batch that releases
+// their children (resolve.sql). "plain" holds 30,000 plain jobs, "chains" a workflow of 1,000
+// chains of 30 steps (the shape of BenchmarkWorkflowDrain100k's "chains", shorter). It reports
+// each statement's time per job: what a step costs the database beside a plain job. (The
+// claims take the lowest ids, so 100 chains at a time run to their ends; one resolve in 30 finds
+// last steps, which release nothing.)
+func BenchmarkWorkflowStepStatements(b *testing.B) {
+	for _, flow := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "chains"}[flow], func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				claim, settle, resolve := stepStatements(b, flow)
+				b.ReportMetric(claim, "claim-µs/job")
+				b.ReportMetric(settle, "settle-µs/job")
+				b.ReportMetric(resolve, "resolve-µs/job")
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// stepStatements is one run of BenchmarkWorkflowStepStatements; it returns the µs per job of
+// the claims, the settles and the resolver's batches.
+func stepStatements(b *testing.B, flow bool) (claim, settle, resolve float64) {
+	const rounds = 250
+	bb := setup(b)
+	q := newQueue[int](b, bb.client, "hot")
+	if flow {
+		wf := bb.client.NewWorkflow("chains")
+		for range 1_000 {
+			var prev []Dependency
+			for range 30 {
+				prev = After(q.AddStep(wf, 0, &StepOptions{After: prev}))
+			}
+		}
+		if err := wf.Enqueue(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	} else if _, err := q.EnqueueMany(b.Context(), make([]int, 30_000), nil); err != nil {
+		b.Fatal(err)
+	}
+	bb.exec("VACUUM ANALYZE pgqueue_jobs, pgqueue_deps, pgqueue_workflows, pgqueue_workflow_jobs, pgqueue_ended")
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 100}))
+	rt := newRuntime(bb.client, []*workerSpec{&w.spec})
+	var spent [3]time.Duration
+	for range rounds {
+		t0 := time.Now()
+		var batch []outcome
+		for _, a := range benchClaim(b, rt) {
+			batch = append(batch, outcome{a: a, kind: outcomeDone})
+		}
+		t1 := time.Now()
+		if skipped, err := rt.completer.settle(b.Context(), batch, starts{}, false); err != nil || len(skipped) > 0 {
+			b.Fatalf("settle: %d outcomes skipped, %v", len(skipped), err)
+		}
+		t2 := time.Now()
+		if flow {
+			var ended, moved, finished, notified int64
+			var counted *int64
+			if err := rt.c.pool.QueryRow(b.Context(), resolveSQL, resolveBatch, maxErrorsKept).
+				Scan(&ended, &moved, &finished, &notified, &counted); err != nil || ended != 100 {
+				b.Fatalf("resolve took %d ends, want 100: %v", ended, err)
+			}
+		}
+		spent[0], spent[1], spent[2] = spent[0]+t1.Sub(t0), spent[1]+t2.Sub(t1), spent[2]+time.Since(t2)
+	}
+	perJob := func(d time.Duration) float64 { return float64(d.Microseconds()) / (rounds * 100) }
+	return perJob(spent[0]), perJob(spent[1]), perJob(spent[2])
+}
+
+// BenchmarkWorkflowPruneKeptSteps times prune.sql on a queue whose only finished jobs are N
+// completed steps of a workflow that has not finished: it deletes none of them, but reads each
+// one's index entry and row, and its workflow's, at every poll of the queue (every 2 s by
+// default) for as long as the workflow runs.
+func BenchmarkWorkflowPruneKeptSteps(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("steps=%d", n), func(b *testing.B) {
+			bb := setup(b)
+			q := newQueue[int](b, bb.client, "kept")
+			wf := bb.client.NewWorkflow("kept")
+			for range n {
+				q.AddStep(wf, 0, nil)
+			}
+			if err := wf.Enqueue(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+			bb.exec("UPDATE pgqueue_jobs SET status = 'completed', finished_at = now() - interval '1 minute'")
+			bb.exec("VACUUM ANALYZE pgqueue_jobs, pgqueue_workflows")
+			zero := int64(0)
+			b.ResetTimer()
+			for range b.N {
+				var deleted int
+				if err := bb.pool.QueryRow(b.Context(), pruneSQL, []string{"kept"}, []*int64{&zero}, []*int64{&zero},
+					[]*int64{&zero}, pruneBatch).Scan(&deleted); err != nil || deleted != 0 {
+					b.Fatalf("prune deleted %d jobs, want 0: %v", deleted, err)
+				}
+			}
+			b.ReportMetric(ms(b.Elapsed())/float64(b.N), "ms/prune")
+		})
+	}
+}
