@@ -37,7 +37,7 @@ type queueClaims struct {
 	empty            bool // the last claim found fewer jobs than it asked for
 	exclusive        bool // its next claim takes the claim lock exclusively (chooseLockMode)
 	drainPending     bool // EventDrained is owed once the queue is empty and idle
-	express          bool // an express claim of it is out (express.go)
+	express          int  // how many of its rounds in flight are express rounds (express.go)
 }
 
 // claimWant is one queue's part of a claim round trip: how many jobs to ask for, and how many of
@@ -331,7 +331,7 @@ func (cl *claimer) wantedClaims(inFlight int, room func(*queueRun) bool) []claim
 	for _, q := range cl.rt.queues {
 		qc := &cl.queues[q.index]
 		more := inFlight > 0 && !qc.empty
-		if !more && !q.wantClaim.Load() || !room(q) || qc.rounds >= cl.roundsInFlight(q) || q.paused.Load() || qc.express {
+		if !more && !q.wantClaim.Load() || !room(q) || qc.rounds >= cl.roundsInFlight(q) || q.paused.Load() || qc.express > 0 {
 			continue
 		}
 		if inFlight > 0 && cl.quiet(q) {

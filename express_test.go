@@ -53,7 +53,7 @@ func TestExpressLoopClaimsForQuietQueues(t *testing.T) {
 		cl.mu.Lock()
 		defer cl.mu.Unlock()
 		qc := cl.queues[quiet.index]
-		return qc.rounds == 0 && qc.claiming == 0 && !qc.express
+		return qc.rounds == 0 && qc.claiming == 0 && qc.express == 0
 	})
 	rt.w.express.signal()
 	select {

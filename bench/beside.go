@@ -87,10 +87,11 @@ func besideSteps() []besideStep {
 func besideMetric(label, m string) string { return label + ": " + m }
 
 // besideMetrics are scenario 4d's metrics: the quiet jobs' wait (p50, then p99) at every step,
-// the drain's rate at the steps with one, and the wait counted from the enqueue's return.
+// the drain's rate at the steps with one, the wait counted from the enqueue's return, and the
+// floor of that wait (floor.go).
 func besideMetrics() []metric {
 	var ms []metric
-	for _, m := range []string{"p50 ms", "p99 ms", "drain jobs/s", "from return p50 ms", "from return p99 ms"} {
+	for _, m := range []string{"p50 ms", "p99 ms", "drain jobs/s", "from return p50 ms", "from return p99 ms", "floor p50 ms", "floor p99 ms"} {
 		for _, st := range besideSteps() {
 			if m == "drain jobs/s" && st.drain == noDrain {
 				continue
@@ -115,8 +116,8 @@ func besideScenario() *scenario {
 	return &scenario{
 		name: "beside",
 		title: func(e *env) string {
-			return fmt.Sprintf("4d. Beside a drain: one process serves a queue of %s pre-inserted no-op jobs (%d slots; paused until the process has settled, then resumed) and quiet queues that get one job every %s, enqueued one at a time from another goroutine: one queue of %d slots, or %d queues of %d slots each in turn; or a 2nd process of the harness drains and this one serves the quiet queue alone; against the same without a drain (idle, for %s). Wait of the quiet jobs enqueued while the drain runs, from the enqueue call (so including the insert, as in 4) and from its return, to handler start; the drain's jobs/s, timed as 3 from the resume",
-				groupInt(e.drainJobs()), drainSlots, besideEvery, quietSlots, quietQueueCount, quietQueueSlots, e.besideIdleFor())
+			return fmt.Sprintf("4d. Beside a drain: one process serves a queue of %s pre-inserted no-op jobs (%d slots; paused until the process has settled, then resumed) and quiet queues that get one job every %s, enqueued one at a time from another goroutine: one queue of %d slots, or %d queues of %d slots each in turn; or a 2nd process of the harness drains and this one serves the quiet queue alone; against the same without a drain (idle, for %s). Wait of the quiet jobs enqueued while the drain runs, from the enqueue call (so including the insert, as in 4) and from its return, to handler start; the drain's jobs/s, timed as 3 from the resume; the floor: in the same seconds, a notification every %s on connections of the harness's own, from its send's return until it was heard and one round trip (SELECT 1) after it ran, the least a LISTEN-woken claim can take",
+				groupInt(e.drainJobs()), drainSlots, besideEvery, quietSlots, quietQueueCount, quietQueueSlots, e.besideIdleFor(), besideEvery)
 		},
 		metrics: besideMetrics(),
 		steps:   steps,
@@ -204,10 +205,18 @@ func runBeside(ctx context.Context, e *env, s system, st besideStep) (res result
 			return nil, err
 		}
 	}
+	probe, err := startFloorProbe(ctx, e.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, probe.close()) }()
 	stop := make(chan struct{})
 	var stream quietStream
+	var floor []time.Duration
+	var floorErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { stream = enqueueQuiet(ctx, s, st.quiet, int64(n+warm), maxQuiet, stop) })
+	wg.Go(func() { floor, floorErr = probe.run(ctx, stop) })
 	switch st.drain {
 	case noDrain:
 		select {
@@ -222,7 +231,7 @@ func runBeside(ctx context.Context, e *env, s system, st besideStep) (res result
 	}
 	close(stop)
 	wg.Wait()
-	if err = errors.Join(err, stream.err); err != nil {
+	if err = errors.Join(err, stream.err, floorErr); err != nil {
 		return nil, err
 	}
 	count := len(stream.since)
@@ -268,6 +277,7 @@ func runBeside(ctx context.Context, e *env, s system, st besideStep) (res result
 	}
 	res = result(latencyMetrics("", lat, 0.50, 0.99))
 	maps.Copy(res, latencyMetrics("from return ", fromReturn, 0.50, 0.99))
+	maps.Copy(res, latencyMetrics("floor ", floor, 0.50, 0.99))
 	if st.drain != noDrain {
 		res["drain jobs/s"] = float64(n) / elapsed.Seconds()
 	}

@@ -41,7 +41,7 @@ func TestBesideSteps(t *testing.T) {
 		t.Errorf("quietQueues = %v", qs)
 	}
 	ms := besideMetrics()
-	if len(ms) != 4*len(steps)+drains || ms[0].name != besideIdleOne+": p50 ms" || ms[len(ms)-1].name != besideOtherOne+": from return p99 ms" {
+	if len(ms) != 6*len(steps)+drains || ms[0].name != besideIdleOne+": p50 ms" || ms[len(ms)-1].name != besideOtherOne+": floor p99 ms" {
 		t.Errorf("besideMetrics = %v", ms)
 	}
 	for _, m := range ms {
