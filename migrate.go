@@ -15,7 +15,8 @@ var migrationFiles embed.FS
 
 // Migrations holds pgqueue's goose migrations, the .sql files themselves at its root
 // (20261129120000_pgqueue_init.sql, …), for reading or for a goose provider of their own. Each
-// runs inside one transaction. To put them in an application's goose directory, under versions
+// runs inside one transaction, but those marked -- +goose NO TRANSACTION (indexes built
+// CONCURRENTLY), whose statements run one by one. To put them in an application's goose directory, under versions
 // the application chooses, use WriteGooseMigrations or GooseMigrations.
 var Migrations fs.FS = mustSub(migrationFiles, "migrations")
 
@@ -68,7 +69,11 @@ type MigrationStatus struct {
 // the connection's search_path (where the tables are created and looked up); that schema must
 // exist, or Migrate returns a *SchemaError. It is safe to call from many processes at once: it
 // waits on a session advisory lock, so each migration runs exactly once. Each migration runs in
-// a transaction of its own, recorded in MigrationsVersionTable. Migrate is never called
+// a transaction of its own (a NO TRANSACTION one, statement by statement), recorded in
+// MigrationsVersionTable. A statement waits at most 500 ms for a lock, so that the queue's
+// statements queued behind its lock request wait no longer; a migration that timed out is rolled
+// back and tried again after a pause, for about ten minutes of tries, or until ctx ends: Migrate
+// blocks meanwhile (docs/migrations.md, "On a busy queue"). Migrate is never called
 // implicitly; call it at deploy or start-up with a role that may create tables. Use
 // stdlib.OpenDBFromPool to get a *sql.DB from a *pgxpool.Pool.
 //

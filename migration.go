@@ -15,10 +15,12 @@ import (
 
 // pgqueue's migrations are goose files, so that an application can apply them with its own goose
 // (WriteGooseMigrations), and Migrate runs them itself, with the part of goose's format they use:
-// an Up section, a Down section, statements split at a semicolon that ends a line, and
-// StatementBegin/StatementEnd around a statement that holds semicolons of its own. A file that
-// uses more of goose's format (NO TRANSACTION, ENVSUB, …) or breaks its rules is refused with an
-// error naming the file and line, rather than run in a way goose would not run it.
+// an Up section, a Down section, statements split at a semicolon that ends a line,
+// StatementBegin/StatementEnd around a statement that holds semicolons of its own, and NO
+// TRANSACTION before Up for a migration whose statements run one by one outside a transaction
+// (CREATE INDEX CONCURRENTLY cannot run inside one: CONTRIBUTING.md). A file that uses more of
+// goose's format (ENVSUB, …) or breaks its rules is refused with an error naming the file and
+// line, rather than run in a way goose would not run it.
 
 // migrationFile is one of pgqueue's embedded migrations.
 type migrationFile struct {
@@ -67,9 +69,11 @@ func gooseVersion(name string) (int64, error) {
 	return v, nil
 }
 
-// parsedMigration is a migration's statements, each run as it is, in order.
+// parsedMigration is a migration's statements, each run as it is, in order; noTx: outside a
+// transaction (-- +goose NO TRANSACTION), in both directions.
 type parsedMigration struct {
 	up, down []string
+	noTx     bool
 }
 
 // gooseSection is where the parser is in a goose file.
@@ -142,6 +146,8 @@ func (p *gooseParser) annotation(line string) error {
 	switch what = strings.TrimSpace(what); {
 	case what == "Up" && p.section == beforeUp:
 		p.section = inUp
+	case what == "NO TRANSACTION" && p.section == beforeUp && !p.parsed.noTx:
+		p.parsed.noTx = true
 	case what == "Down" && p.section == inUp && !p.block:
 		if err := p.unfinished(); err != nil {
 			return err
@@ -158,10 +164,10 @@ func (p *gooseParser) annotation(line string) error {
 		}
 		p.flush()
 		p.block = false
-	case what == "Up" || what == "Down" || what == "StatementBegin" || what == "StatementEnd":
-		return fmt.Errorf("-- +goose %s out of place (goose's order: Up, then Down; StatementBegin, then StatementEnd)", what)
+	case what == "Up" || what == "Down" || what == "StatementBegin" || what == "StatementEnd" || what == "NO TRANSACTION":
+		return fmt.Errorf("-- +goose %s out of place (goose's order: NO TRANSACTION, once, before Up; Up, then Down; StatementBegin, then StatementEnd)", what)
 	default:
-		return fmt.Errorf("-- +goose %s: pgqueue's migrations use only Up, Down, StatementBegin and StatementEnd", what)
+		return fmt.Errorf("-- +goose %s: pgqueue's migrations use only NO TRANSACTION, Up, Down, StatementBegin and StatementEnd", what)
 	}
 	return nil
 }

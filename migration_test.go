@@ -42,8 +42,13 @@ DROP TABLE a;
 		"ALTER TABLE a ADD COLUMN b text; COMMENT ON TABLE a IS 'x';",
 		"DO $$\nBEGIN\n    PERFORM 1;\nEND\n$$;",
 	}
-	if !slices.Equal(p.up, up) || !slices.Equal(p.down, []string{"DROP TABLE a;"}) {
-		t.Fatalf("up %q\ndown %q", p.up, p.down)
+	if !slices.Equal(p.up, up) || !slices.Equal(p.down, []string{"DROP TABLE a;"}) || p.noTx {
+		t.Fatalf("up %q\ndown %q\nno transaction %v", p.up, p.down, p.noTx)
+	}
+	noTx, err := parseGooseMigration([]byte("-- Builds an index online.\n-- +goose NO TRANSACTION\n\n-- +goose Up\n" +
+		"CREATE INDEX CONCURRENTLY i ON a (b);\n-- +goose Down\nDROP INDEX CONCURRENTLY i;\n"))
+	if err != nil || !noTx.noTx || len(noTx.up) != 1 || len(noTx.down) != 1 {
+		t.Fatalf("a NO TRANSACTION file: %+v, %v", noTx, err)
 	}
 
 	checkGooseParseRefuses(t)
@@ -71,7 +76,8 @@ func checkGooseParseRefuses(t testing.TB) {
 		"empty block":           "-- +goose Up\n-- +goose StatementBegin\n-- +goose StatementEnd\n-- +goose Down\nSELECT 1;\n",
 		"End without Begin":     "-- +goose Up\nSELECT 1;\n-- +goose StatementEnd\n-- +goose Down\nSELECT 1;\n",
 		"Begin in a statement":  "-- +goose Up\nSELECT\n-- +goose StatementBegin\n1;\n-- +goose StatementEnd\n-- +goose Down\nSELECT 1;\n",
-		"NO TRANSACTION":        "-- +goose NO TRANSACTION\n-- +goose Up\nSELECT 1;\n-- +goose Down\nSELECT 1;\n",
+		"NO TRANSACTION in Up":  "-- +goose Up\n-- +goose NO TRANSACTION\nSELECT 1;\n-- +goose Down\nSELECT 1;\n",
+		"NO TRANSACTION twice":  "-- +goose NO TRANSACTION\n-- +goose NO TRANSACTION\n-- +goose Up\nSELECT 1;\n-- +goose Down\nSELECT 1;\n",
 		"ENVSUB":                "-- +goose Up\n-- +goose ENVSUB ON\nSELECT '${X}';\n-- +goose Down\nSELECT 1;\n",
 		"unknown annotation":    "-- +goose Up\nSELECT 1;\n-- +goose Sideways\n-- +goose Down\nSELECT 1;\n",
 		"indented annotation":   "  -- +goose Up\nSELECT 1;\n-- +goose Down\nSELECT 1;\n",

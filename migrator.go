@@ -60,6 +60,11 @@ func runMigrator(ctx context.Context, db *sql.DB, op func(m *migrator) ([]Migrat
 	if err != nil {
 		return nil, err
 	}
+	return runMigrations(ctx, db, ms, op)
+}
+
+// runMigrations is runMigrator over the migrations ms, in version order.
+func runMigrations(ctx context.Context, db *sql.DB, ms []migration, op func(m *migrator) ([]Migration, error)) ([]Migration, error) {
 	return withSchemaLock(ctx, db, func(conn *sql.Conn, s schemaState) ([]Migration, error) {
 		m := &migrator{conn: conn, state: s, migrations: ms, table: versionTable{name: MigrationsVersionTable}}
 		pairs := make([]versionPair, len(ms))
@@ -125,39 +130,94 @@ func (m *migrator) previous() int64 {
 	return prev
 }
 
-// run runs one migration's Up or Down statements and records it in the version table, in one
-// transaction, as goose runs a migration.
-func (m *migrator) run(ctx context.Context, mg migration, up bool) (err error) {
+// run runs one migration's Up or Down statements and records it in the version table: in one
+// transaction, as goose runs a migration, or, a NO TRANSACTION one, each statement on its own
+// and then the record. Every statement waits at most migrationLockTimeout for a lock (a file may
+// set another), so that a migration never holds the claims and settles queued behind its lock
+// request for longer; one that timed out is rolled back (or, without a transaction, stopped) and
+// run again from its first statement after a pause, until it gets its locks or ctx ends.
+func (m *migrator) run(ctx context.Context, mg migration, up bool) error {
 	direction, stmts := "up", mg.up
 	if !up {
 		direction, stmts = "down", mg.down
 	}
+	once := func() error {
+		if mg.noTx {
+			return m.runNoTx(ctx, mg, stmts, up)
+		}
+		return m.runTx(ctx, mg, stmts, up)
+	}
+	if err := retryLockTimeouts(ctx, once); err != nil {
+		return fmt.Errorf("%s %s: %w", mg.name, direction, err)
+	}
+	return nil
+}
+
+// runTx runs stmts and records the migration in one transaction.
+func (m *migrator) runTx(ctx context.Context, mg migration, stmts []string, up bool) (err error) {
 	tx, err := m.conn.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", mg.name, direction, err)
+		return err
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
+	if _, err := tx.ExecContext(ctx, setLockTimeoutSQL, lockTimeoutSetting(), true); err != nil {
+		return err
+	}
 	for i, s := range stmts {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("%s %s: statement %d: %w", mg.name, direction, i+1, err)
+			return fmt.Errorf("statement %d: %w", i+1, err)
 		}
 	}
-	if up {
-		err = m.table.insert(ctx, tx, mg.version)
-	} else {
-		err = m.table.delete(ctx, tx, mg.version)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", mg.name, direction, err)
+	if err := m.record(ctx, tx, mg, up); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("%s %s: commit: %w", mg.name, direction, err)
+		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// runNoTx runs stmts one by one on the migrator's connection, each committed as it ends, then
+// records the migration. The lock timeout is the session's for the migration's time (a
+// statement of the file may change it), and reset after.
+func (m *migrator) runNoTx(ctx context.Context, mg migration, stmts []string, up bool) (err error) {
+	if _, err := m.conn.ExecContext(ctx, setLockTimeoutSQL, lockTimeoutSetting(), false); err != nil {
+		return err
+	}
+	defer func() {
+		if _, rerr := m.conn.ExecContext(context.WithoutCancel(ctx), "RESET lock_timeout"); rerr != nil && err == nil {
+			err = fmt.Errorf("reset lock_timeout: %w", rerr)
+		}
+	}()
+	for i, s := range stmts {
+		if _, err := m.conn.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("statement %d: %w", i+1, err)
+		}
+	}
+	tx, err := m.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := m.record(ctx, tx, mg, up); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// record records mg in the version table as applied (up) or takes it out.
+func (m *migrator) record(ctx context.Context, tx *sql.Tx, mg migration, up bool) error {
+	if up {
+		return m.table.insert(ctx, tx, mg.version)
+	}
+	return m.table.delete(ctx, tx, mg.version)
 }
 
 // versionPair is one pgqueue migration as a goose directory numbers it (goose) and as pgqueue

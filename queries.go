@@ -86,6 +86,8 @@ var (
 	listScheduledSQL string
 	//go:embed sql/lost_status.sql
 	lostStatusSQL string
+	//go:embed sql/migrate_lock_timeout.sql
+	setLockTimeoutSQL string
 	//go:embed sql/migrate_lock.sql
 	migrateLockSQL string
 	//go:embed sql/migrate_unlock.sql
