@@ -216,8 +216,10 @@ func TestAddJobNotifiesOncePerTransaction(t *testing.T) {
 		}
 		got = append(got, n.Payload)
 	}
-	if got[0] != "a bulk" || got[1] != "a after" {
-		t.Fatalf("notifications %q, want one for the thousand jobs of bulk, then after's", got)
+	first, _ := parseMessage(got[0])
+	second, _ := parseMessage(got[1])
+	if first.queue != "bulk" || !first.placed || second.queue != "after" || !second.placed {
+		t.Fatalf("notifications %q, want one for the thousand jobs of bulk, then after's, each with a place in line", got)
 	}
 	if n := b.count("queue = 'bulk'"); n != 1000 {
 		t.Fatalf("%d jobs of bulk, want 1000", n)

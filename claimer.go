@@ -38,23 +38,60 @@ type queueClaims struct {
 	exclusive        bool // its next claim takes the claim lock exclusively (chooseLockMode)
 	drainPending     bool // EventDrained is owed once the queue is empty and idle
 	express          int  // how many of its rounds in flight are express rounds (express.go)
+	floor            claimFloor
 }
 
 // claimWant is one queue's part of a claim round trip: how many jobs to ask for, and how many of
 // them, the last in line, are claimed ahead of a free slot: they wait for a slot a running handler
 // frees, and their start is recorded when they start (claim.sql). exclusive: the queue's claim
-// lock is taken exclusively (a MaxRunning-only queue near its limit).
+// lock is taken exclusively (a MaxRunning-only queue near its limit). floored: the claim scans
+// the queue's line from place from, its claim floor when it was sent (merge number seq); else
+// from the start.
 type claimWant struct {
 	q         *queueRun
 	limit     int
 	ahead     int
 	exclusive bool
+	floored   bool
+	from      linePos
+	seq       uint64
+}
+
+// floored returns w scanning from its queue's floor, after merging the places announced since
+// the floor was last looked at. The caller holds cl.mu.
+func (cl *claimer) floored(w claimWant) claimWant {
+	f := &cl.queues[w.q.index].floor
+	if p, ok := w.q.mark.take(); ok {
+		f.lower(p)
+	}
+	w.floored = true
+	w.from, w.seq = f.start()
+	return w
+}
+
+// rise raises the floor of w's queue to the last of rows in line, which w's claim took, and
+// forgets the merges kept for claims out once none is. The caller holds cl.mu.
+func (cl *claimer) rise(w claimWant, rows []*jobRow) {
+	qc := &cl.queues[w.q.index]
+	if w.floored && len(rows) > 0 {
+		last := rows[0].place()
+		for _, r := range rows[1:] {
+			if p := r.place(); last.before(p) {
+				last = p
+			}
+		}
+		qc.floor.rise(last, w.seq)
+	}
+	if qc.rounds == 0 {
+		qc.floor.settled()
+	}
 }
 
 func newClaimer(rt *runtime) *claimer {
 	cl := &claimer{rt: rt, queues: make([]queueClaims, len(rt.queues)), timers: make([]*time.Timer, len(rt.queues))}
 	for i, q := range rt.queues {
 		cl.queues[i].drainPending = true
+		cl.queues[i].floor = newClaimFloor()
 		cl.slots += q.opts.Concurrency
 	}
 	return cl
@@ -176,6 +213,7 @@ func (cl *claimer) readRound(ctx context.Context) {
 // caller holds cl.mu.
 func (cl *claimer) noteAll(wants []claimWant, claimed [][]*jobRow, again []claimAgain) {
 	for i, w := range wants {
+		cl.rise(w, claimed[i])
 		cl.next(w, claimed[i], again[i])
 		if len(claimed[i]) > 0 {
 			cl.queues[w.q.index].drainPending = true
@@ -345,7 +383,7 @@ func (cl *claimer) wantedClaims(inFlight int, room func(*queueRun) bool) []claim
 		if q.wantClaim.Swap(false) || more {
 			qc.claiming += free
 			qc.rounds++
-			wants = append(wants, claimWant{q: q, limit: free, ahead: ahead, exclusive: qc.exclusive})
+			wants = append(wants, cl.floored(claimWant{q: q, limit: free, ahead: ahead, exclusive: qc.exclusive}))
 		}
 	}
 	return wants
@@ -492,6 +530,8 @@ func (cl *claimer) claimFailed(ctx context.Context) {
 	for _, round := range f.rounds {
 		cl.unreserve(round.wants)
 		for _, w := range round.wants {
+			// Its rows may have been locked and never read: look from the start again.
+			w.q.mark.note(linePos{}, false)
 			if !slices.Contains(qs, w.q) {
 				qs = append(qs, w.q)
 			}

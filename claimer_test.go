@@ -126,7 +126,7 @@ func TestClaimPlannedWithoutJIT(t *testing.T) {
 		if _, err := tx.Exec(ctx, `SET LOCAL jit = on; SET LOCAL jit_above_cost = 0`); err != nil {
 			return err
 		}
-		if jitAvailable && explainCost(t, tx, claimSQL, []string{"q"}, []int32{5}, []int64{30000}, "w", []int32{5}).jit == 0 {
+		if jitAvailable && explainCost(t, tx, claimSQL, []string{"q"}, []int32{5}, []int64{30000}, "w", []int32{5}, []int32{lineStart.priority}, [][16]byte{{}}).jit == 0 {
 			return errors.New("with jit_above_cost 0 the claim was not compiled: this test cannot tell")
 		}
 		if _, err := tx.Exec(ctx, claimSettingsSQL); err != nil {
@@ -136,7 +136,7 @@ func TestClaimPlannedWithoutJIT(t *testing.T) {
 		if err := tx.QueryRow(ctx, `SELECT current_setting('jit')`).Scan(&jit); err != nil || jit != "off" {
 			return fmt.Errorf("after claim_settings, jit = %q (%v)", jit, err)
 		}
-		if c := explainCost(t, tx, claimSQL, []string{"q"}, []int32{5}, []int64{30000}, "w", []int32{5}); c.jit != 0 {
+		if c := explainCost(t, tx, claimSQL, []string{"q"}, []int32{5}, []int64{30000}, "w", []int32{5}, []int32{lineStart.priority}, [][16]byte{{}}); c.jit != 0 {
 			return fmt.Errorf("after claim_settings the claim spent %.1f ms compiling", c.jit)
 		}
 		return nil
@@ -188,7 +188,7 @@ func TestClaimTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := func() (ids, tokens [][16]byte) {
-		rows, _ := b.pool.Query(t.Context(), claimSQL, []string{"tokens"}, []int32{2}, []int64{30000}, "w", []int32{2})
+		rows, _ := b.pool.Query(t.Context(), claimSQL, []string{"tokens"}, []int32{2}, []int64{30000}, "w", []int32{2}, []int32{lineStart.priority}, [][16]byte{{}})
 		got, err := pgx.CollectRows(rows, scanJobRow)
 		if err != nil || len(got) != 2 {
 			t.Fatalf("claimed %d jobs (%v), want 2", len(got), err)

@@ -21,13 +21,16 @@ const (
 )
 
 // claimArgs are the parameters of one claim statement: queues, how many of each, their leases
-// in ms, how many of each start at once (the others are claimed ahead of a free slot).
+// in ms, how many of each start at once (the others are claimed ahead of a free slot), and where
+// in each queue's line the claim scans from (its claim floor: priority and id).
 type claimArgs struct {
-	queues []string
-	limits []int32
-	leases []int64
-	atOnce []int32
-	rated  bool // a queue has a rate limit
+	queues   []string
+	limits   []int32
+	leases   []int64
+	atOnce   []int32
+	fromPrio []int32
+	fromID   [][16]byte
+	rated    bool // a queue has a rate limit
 }
 
 func (a *claimArgs) add(w claimWant) {
@@ -36,6 +39,12 @@ func (a *claimArgs) add(w claimWant) {
 	a.limits = append(a.limits, int32(w.limit))
 	a.leases = append(a.leases, w.q.opts.LockDuration.Milliseconds())
 	a.atOnce = append(a.atOnce, int32(w.limit-w.ahead))
+	from := lineStart
+	if w.floored {
+		from = w.from
+	}
+	a.fromPrio = append(a.fromPrio, from.priority)
+	a.fromID = append(a.fromID, [16]byte(from.id))
 }
 
 // claimRound is one claim round trip: the wants it claims for, and its statements: claim.sql for
@@ -175,7 +184,7 @@ func (round *claimRound) statements(id string) []claimStatement {
 		s = append(s, claimStatement{claimLockSQL, []any{round.locks, round.shared, claimTickets}})
 	}
 	if len(plain.queues) > 0 {
-		s = append(s, claimStatement{claimSQL, []any{plain.queues, plain.limits, plain.leases, id, plain.atOnce}})
+		s = append(s, claimStatement{claimSQL, []any{plain.queues, plain.limits, plain.leases, id, plain.atOnce, plain.fromPrio, plain.fromID}})
 	}
 	if len(limited.queues) > 0 {
 		s = append(s, claimStatement{claimLimitedSQL, []any{limited.queues, limited.limits, limited.leases, id}})

@@ -406,7 +406,7 @@ func (a *settleArgs) queue(b *pgx.Batch) {
 		b.Queue(lostAfterRollbackSQL, a.inTxIDs, a.inTxTokens, a.inTxXacts)
 	}
 	for _, q := range a.freed {
-		b.Queue(notifySQL, wakeMessage(StatusAvailable, q))
+		b.Queue(notifySQL, wakeFreedMessage(q))
 	}
 	if len(a.capped) > 0 {
 		b.Queue(wakeHeldSQL, a.capped)

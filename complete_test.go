@@ -472,7 +472,7 @@ func TestCompleterWakesOthersOnlyForPlacesItLeaves(t *testing.T) {
 	}
 
 	settleOne()
-	if got := notificationsUntilMarker(t, b, l); slices.Contains(got, "a retake") {
+	if got := notificationsUntilMarker(t, b, l); slices.Contains(got, wakeFreedMessage("retake")) {
 		t.Fatalf("a settle whose place this runtime takes again woke the queue's workers (notifications: %v)", got)
 	}
 	if !qr.wantClaim.Load() {
@@ -480,7 +480,7 @@ func TestCompleterWakesOthersOnlyForPlacesItLeaves(t *testing.T) {
 	}
 	qr.paused.Store(true) // as when the pause was heard here
 	settleOne()
-	if got := notificationsUntilMarker(t, b, l); !slices.Contains(got, "a retake") {
+	if got := notificationsUntilMarker(t, b, l); !slices.Contains(got, wakeFreedMessage("retake")) {
 		t.Fatalf("a settle whose place this runtime cannot take again woke nobody (notifications: %v)", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -357,7 +358,7 @@ func (q *Queue[T]) insertOne(ctx context.Context, db enqueueConn, autocommit boo
 		return nil, wrapf(err, "enqueue to %s", q.name)
 	}
 	if !notify {
-		q.c.notifier.committed(q.name, wakeMessage(j.Status, q.name))
+		q.c.notifier.committed(q.name, j.Status, linePos{p.priority, j.ID})
 	}
 	return j, nil
 }
@@ -529,7 +530,7 @@ func (q *Queue[T]) copyMany(ctx context.Context, tx pgx.Tx, m manyInsert) error 
 	}
 	b := &pgx.Batch{}
 	b.Queue(countInsertedSQL, q.name, string(status), len(ids))
-	b.Queue(notifySQL, wakeMessage(status, q.name))
+	b.Queue(notifySQL, wakeMessage(status, q.name, linePos{p.priority, slices.MinFunc(ids, ulid.ULID.Compare)}))
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return wrapf(err, "enqueue many to %s: count and notify", q.name)
 	}

@@ -96,7 +96,7 @@ func (cl *claimer) expressWants() []claimWant {
 		qc.claiming += n
 		qc.rounds++
 		qc.express++
-		wants = append(wants, claimWant{q: q, limit: n})
+		wants = append(wants, cl.floored(claimWant{q: q, limit: n}))
 	}
 	return wants
 }
@@ -115,6 +115,7 @@ func (cl *claimer) expressFailed(wants []claimWant, err error) {
 	qs := make([]*queueRun, len(wants))
 	for i, w := range wants {
 		qs[i] = w.q
+		w.q.mark.note(linePos{}, false) // its rows may have been locked and never read
 		w.q.wantClaim.Store(true)
 		w.q.rescueAt.Store(time.Now().Add(w.q.opts.LockDuration).UnixNano())
 	}

@@ -81,15 +81,20 @@ func FuzzQueueName(f *testing.F) {
 			t.Fatalf("Name() = %q, want %q", q.Name(), name)
 		}
 		ids := client.ids.next(2)
-		for _, kind := range []byte{msgAvailable, msgCancelled, msgCompleted} {
+		for _, kind := range []byte{msgCancelled, msgCompleted} {
 			m, ok := parseMessage(formatMessage(kind, name, ids))
 			if !ok || m.kind != kind || m.queue != name || len(m.ids) != 2 || m.ids[0] != ids[0] || m.ids[1] != ids[1] {
 				t.Fatalf("message of queue %q parses as %+v (ok %v)", name, m, ok)
 			}
-			m, ok = parseMessage(wakeMessage(StatusAvailable, name))
-			if !ok || m.queue != name || len(m.ids) != 0 {
-				t.Fatalf("wake-up of queue %q parses as %+v (ok %v)", name, m, ok)
-			}
+		}
+		place := linePos{-7, ids[1]}
+		m, ok := parseMessage(wakeMessage(StatusAvailable, name, place))
+		if !ok || m.kind != msgAvailable || m.queue != name || !m.placed || m.place != place || m.wakeOnly {
+			t.Fatalf("wake-up of queue %q parses as %+v (ok %v)", name, m, ok)
+		}
+		m, ok = parseMessage(wakeFreedMessage(name))
+		if !ok || m.kind != msgAvailable || m.queue != name || m.placed || !m.wakeOnly {
+			t.Fatalf("wake-up for freed places of queue %q parses as %+v (ok %v)", name, m, ok)
 		}
 	})
 }

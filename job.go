@@ -228,6 +228,9 @@ type jobRow struct {
 	metaDecoded bool
 }
 
+// place returns the row's place in its queue's line.
+func (r *jobRow) place() linePos { return linePos{int32(r.priority), r.id} }
+
 // metadataMap returns the row's metadata decoded, decoding it on the first call, so that the
 // middleware's JobInfo and the handler's Job share one map. Only the goroutine that handles the
 // job calls it.

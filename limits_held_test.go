@@ -187,7 +187,7 @@ func TestHeldClaimMeetsSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	exec(settler, "COMMIT")
-	if got := notificationsUntilMarker(t, b, l); !slices.Contains(got, "a held") {
+	if got := notificationsUntilMarker(t, b, l); !slices.Contains(got, wakeFreedMessage("held")) {
 		t.Fatalf("the settle after a held claim sent %v, want the wake-up 'a held'", got)
 	}
 
@@ -251,7 +251,7 @@ func TestSharedClaimTickets(t *testing.T) {
 	// Each takes at most its share: the first 10 of the 20 it asks for, the next 10 again, since
 	// it does not see the first's.
 	for i, tx := range txs[:2] {
-		rows, _ := tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{20}, []int64{30000}, "w", []int32{20})
+		rows, _ := tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{20}, []int64{30000}, "w", []int32{20}, []int32{lineStart.priority}, [][16]byte{{}})
 		got, err := pgx.CollectRows(rows, scanJobRow)
 		if err != nil || len(got) != maxRunning/claimTickets {
 			t.Fatalf("claim %d under the shared lock took %d jobs (%v), want %d", i+1, len(got), err, maxRunning/claimTickets)
@@ -268,7 +268,7 @@ func TestSharedClaimTickets(t *testing.T) {
 	if _, got := lock(tx, nil, []string{"tickets"}); len(got) != 1 {
 		t.Fatal("no ticket once the others committed")
 	}
-	rows, _ := tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{20}, []int64{30000}, "w", []int32{20})
+	rows, _ := tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{20}, []int64{30000}, "w", []int32{20}, []int32{lineStart.priority}, [][16]byte{{}})
 	if got, err := pgx.CollectRows(rows, scanJobRow); err != nil || len(got) != 0 {
 		t.Fatalf("with 20 running, a claim under the shared lock took %d jobs (%v), want 0", len(got), err)
 	}
@@ -277,7 +277,7 @@ func TestSharedClaimTickets(t *testing.T) {
 	if got, _ := lock(tx, []string{"tickets"}, nil); len(got) != 1 {
 		t.Fatal("the exclusive lock not granted once no claim held it shared")
 	}
-	rows, _ = tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{100}, []int64{30000}, "w", []int32{100})
+	rows, _ = tx.Query(ctx, claimSQL, []string{"tickets"}, []int32{100}, []int64{30000}, "w", []int32{100}, []int32{lineStart.priority}, [][16]byte{{}})
 	if got, err := pgx.CollectRows(rows, scanJobRow); err != nil || len(got) != maxRunning-20 {
 		t.Fatalf("with 20 running, a claim under the exclusive lock took %d jobs (%v), want %d", len(got), err, maxRunning-20)
 	}

@@ -104,7 +104,7 @@ func plainClaimCost(t *testing.T, b *bundle, queue string, limit int) planCost {
 	if _, err := tx.Exec(t.Context(), claimSettingsSQL); err != nil {
 		t.Fatal(err)
 	}
-	return explainCost(t, tx, claimSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain", []int32{int32(limit)})
+	return explainCost(t, tx, claimSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain", []int32{int32(limit)}, []int32{lineStart.priority}, [][16]byte{{}})
 }
 
 // limitedClaimCost is the cost of a limited queue's claim round trip, claim_settings.sql,

@@ -17,7 +17,9 @@ import (
 )
 
 // Messages travel on the schema's channel as "<kind> <queue>[ <id>,<id>,…]", ids in hex. Queue
-// names cannot contain spaces.
+// names cannot contain spaces. A msgAvailable's third field is the place in line of the first
+// job it announces (pgqueue_line_place, linePos.String), or "-" when it announces no job but
+// frees places under the queue's limits; without it, the place is unknown (floor.go).
 const (
 	msgAvailable = 'a' // runnable jobs were added (enqueue, promotion, rescue, retry)
 	msgScheduled = 's' // jobs were scheduled for later: re-read the next due time
@@ -35,11 +37,15 @@ const (
 	msgResync    = '*' // not sent: delivered to subscribers, instead of msgListening, after a reconnect
 )
 
-// message is one parsed notification.
+// message is one parsed notification. A msgAvailable says where in line the jobs it announces
+// begin: from place when placed, nowhere (no new job) when wakeOnly, else from an unknown place.
 type message struct {
-	kind  byte
-	queue string
-	ids   []ulid.ULID
+	kind     byte
+	queue    string
+	ids      []ulid.ULID
+	place    linePos
+	placed   bool
+	wakeOnly bool
 }
 
 // parseMessage parses a notification payload; ok is false for anything else.
@@ -51,6 +57,11 @@ func parseMessage(payload string) (m message, ok bool) {
 	m.kind = kind[0]
 	var ids string
 	m.queue, ids, _ = strings.Cut(rest, " ")
+	if m.kind == msgAvailable {
+		m.wakeOnly = ids == wakeOnlyPlace
+		m.place, m.placed = parseLinePlace(ids)
+		return m, true
+	}
 	for h := range strings.SplitSeq(ids, ",") {
 		var id ulid.ULID
 		if n, err := hex.Decode(id[:], []byte(h)); err == nil && n == len(id) {
@@ -82,12 +93,23 @@ func formatMessage(kind byte, queue string, ids []ulid.ULID) string {
 // maxMessageIDs keeps a message well below NOTIFY's 8000-byte payload limit.
 const maxMessageIDs = 200
 
-// wakeMessage returns the message announcing new jobs of the given status in queue.
-func wakeMessage(status Status, queue string) string {
+// wakeMessage returns the message announcing new jobs of the given status in queue, the first
+// of them in line at place (ignored for scheduled jobs).
+func wakeMessage(status Status, queue string, place linePos) string {
 	if status == StatusScheduled {
 		return formatMessage(msgScheduled, queue, nil)
 	}
-	return formatMessage(msgAvailable, queue, nil)
+	return formatMessage(msgAvailable, queue, nil) + " " + place.String()
+}
+
+// wakeOnlyPlace is the third field of a msgAvailable that announces no new job: places under the
+// queue's limits were freed (wakeFreedMessage).
+const wakeOnlyPlace = "-"
+
+// wakeFreedMessage returns the message that wakes queue's workers because places under its
+// limits were freed: no job was made available, so no floor falls.
+func wakeFreedMessage(queue string) string {
+	return formatMessage(msgAvailable, queue, nil) + " " + wakeOnlyPlace
 }
 
 // listener holds a client's one LISTEN connection and fans wake-ups out to the subscribed

@@ -28,6 +28,12 @@ type upkeepResult struct {
 	rated             bool           // it has a rate limit (read if upkeep.limits)
 	watchedFor        time.Duration  // how much longer a Watch of it is recorded (read if upkeep.limits)
 	paused            bool           // it is paused (read if upkeep.limits)
+	head              *linePos       // the place of its first available job (read if upkeep.poll)
+}
+
+// upkeepNames are the queues each statement of an upkeep round trip covers.
+type upkeepNames struct {
+	rescue, promote, limits, heads []string
 }
 
 // maintainer keeps a runtime's queues in shape, apart from the claim path: promotion of due
@@ -60,8 +66,9 @@ func newMaintainer(rt *runtime) *maintainer {
 // database clock) or when a wake-up says the schedule changed; it takes back expired leases and
 // prunes finished jobs at each queue's poll, or one LockDuration after a claim failed; and at the
 // poll it makes the claim loop look at the queue, and reads whether the queue has limits and
-// whether it is watched (also when a wake-up says they changed, or the listener connects). The
-// work goes in one round trip of at most four statements (rescue, prune, promote, flags), each
+// whether it is watched (also when a wake-up says they changed, or the listener connects), and
+// where its first available job is, for the claim floor (floor.go). The work goes in one round
+// trip of at most five statements (rescue, prune, promote, flags, heads), each
 // covering every queue that needs it, so that 100 idle queues cost what one does. Each time it
 // wakes it also looks whether the pool keeps its callers waiting (poolWatch), and every second it
 // folds the schema's count deltas (countsFold). Every statement skips rows another process holds
@@ -203,6 +210,9 @@ func (m *maintainer) maintain(ctx context.Context, work []upkeep) error {
 			u.q.wantClaim.Store(true)
 			claim = true
 		}
+		if r.head != nil {
+			u.q.mark.note(*r.head, true) // an available job no notification announced, maybe
+		}
 		if u.poll || r.promoted > 0 || r.rescued > 0 {
 			u.q.wantClaim.Store(true)
 			claim = true
@@ -237,33 +247,39 @@ func (m *maintainer) readPaused(u upkeep, paused bool) (resumed bool) {
 // what each queue's upkeep found. It does not let ctx interrupt a statement under way. The
 // maintainer sends it, and so does Worker.WorkOne before its claim.
 func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult, error) {
-	var rescue, promote, limits []string
+	var n upkeepNames
 	var completed, failed, cancelled []*int64
 	var timeout time.Duration
 	for _, u := range work {
 		if u.rescue {
-			rescue = append(rescue, u.q.name)
+			n.rescue = append(n.rescue, u.q.name)
 			c, f, x := rt.c.cfg.retentionOf(u.q.name).pruneArgs()
 			completed, failed, cancelled = append(completed, c), append(failed, f), append(cancelled, x)
 		}
 		if u.promote {
-			promote = append(promote, u.q.name)
+			n.promote = append(n.promote, u.q.name)
 		}
 		if u.limits {
-			limits = append(limits, u.q.name)
+			n.limits = append(n.limits, u.q.name)
+		}
+		if u.poll {
+			n.heads = append(n.heads, u.q.name)
 		}
 		timeout = max(timeout, u.q.opts.LockDuration)
 	}
 	b := &pgx.Batch{}
-	if len(rescue) > 0 {
-		b.Queue(rescueSQL, rescue, rescueBatch, maxErrorsKept)
-		b.Queue(pruneSQL, rescue, completed, failed, cancelled, pruneBatch)
+	if len(n.rescue) > 0 {
+		b.Queue(rescueSQL, n.rescue, rescueBatch, maxErrorsKept)
+		b.Queue(pruneSQL, n.rescue, completed, failed, cancelled, pruneBatch)
 	}
-	if len(promote) > 0 {
-		b.Queue(promoteSQL, promote, promoteBatch)
+	if len(n.promote) > 0 {
+		b.Queue(promoteSQL, n.promote, promoteBatch)
 	}
-	if len(limits) > 0 {
-		b.Queue(queueFlagsSQL, limits)
+	if len(n.limits) > 0 {
+		b.Queue(queueFlagsSQL, n.limits)
+	}
+	if len(n.heads) > 0 {
+		b.Queue(lineHeadsSQL, n.heads)
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
@@ -273,7 +289,7 @@ func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult
 	for _, u := range work {
 		found[u.q.name] = &upkeepResult{}
 	}
-	if err := readUpkeep(rt, br, len(rescue) > 0, len(promote) > 0, len(limits) > 0, found); err != nil {
+	if err := readUpkeep(rt, br, n, found); err != nil {
 		return nil, err
 	}
 	if err := br.Close(); err != nil {
@@ -287,19 +303,40 @@ func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult
 }
 
 // readUpkeep reads the results of the statements sendUpkeep queued, in their order, into found.
-func readUpkeep(rt *runtime, br pgx.BatchResults, rescue, promote, limits bool, found map[string]*upkeepResult) error {
-	if rescue {
+func readUpkeep(rt *runtime, br pgx.BatchResults, n upkeepNames, found map[string]*upkeepResult) error {
+	if len(n.rescue) > 0 {
 		if err := readRescued(rt, br, found); err != nil {
 			return err
 		}
 	}
-	if promote {
+	if len(n.promote) > 0 {
 		if err := readPromoted(br, found); err != nil {
 			return err
 		}
 	}
-	if limits {
-		return readFlags(br, found)
+	if len(n.limits) > 0 {
+		if err := readFlags(br, found); err != nil {
+			return err
+		}
+	}
+	if len(n.heads) > 0 {
+		return readHeads(br, found)
+	}
+	return nil
+}
+
+// readHeads reads where each queue's first available job is (line_heads.sql).
+func readHeads(br pgx.BatchResults, found map[string]*upkeepResult) error {
+	var queue string
+	var priority int32
+	var id [16]byte
+	rows, _ := br.Query()
+	_, err := pgx.ForEachRow(rows, []any{&queue, &priority, &id}, func() error {
+		found[queue].head = &linePos{priority, id}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgqueue: read the heads of the lines: %w", err)
 	}
 	return nil
 }

@@ -27,14 +27,23 @@ type notifier struct {
 	log  func(err error)
 
 	mu      sync.Mutex
-	last    map[string]time.Time // queue → when its latest notification was sent or decided
-	pending map[string]bool      // trailing messages armed and not yet sent
+	last    map[string]time.Time     // queue → when its latest notification was sent or decided
+	pending map[trailKey]*trailPlace // trailing messages armed and not yet sent
 	closed  bool
 	timers  sync.WaitGroup
 }
 
+// trailKey is one trailing message: its queue and the status of the jobs it announces.
+type trailKey struct {
+	queue  string
+	status Status
+}
+
+// trailPlace is the first place in line of the jobs a trailing message announces.
+type trailPlace struct{ first linePos }
+
 func newNotifier(send func(context.Context, string) error, log func(error)) *notifier {
-	return &notifier{send: send, log: log, last: make(map[string]time.Time), pending: make(map[string]bool)}
+	return &notifier{send: send, log: log, last: make(map[string]time.Time), pending: make(map[trailKey]*trailPlace)}
 }
 
 // inline reports whether an enqueue to queue starting now should notify in its own statement.
@@ -49,27 +58,35 @@ func (n *notifier) inline(queue string) bool {
 	return true
 }
 
-// committed arms the trailing notification msg for a committed enqueue that skipped its own. An
-// armed msg not yet sent announces the enqueue too. Once the notifier is closed, msg is sent at
-// once instead: the enqueue started before Close, which did not wait for it.
-func (n *notifier) committed(queue, msg string) {
+// committed arms the trailing notification of a committed enqueue to queue that skipped its own:
+// a job of the given status, at place in line. A message armed and not yet sent announces the job
+// too, from the first place of those it announces. Once the notifier is closed, the message is
+// sent at once instead: the enqueue started before Close, which did not wait for it.
+func (n *notifier) committed(queue string, status Status, place linePos) {
+	key := trailKey{queue, status}
 	n.mu.Lock()
-	armed, closed := n.pending[msg], n.closed
-	if !armed && !closed {
-		n.pending[msg] = true
+	armed, closed := n.pending[key], n.closed
+	switch {
+	case armed != nil:
+		if place.before(armed.first) {
+			armed.first = place
+		}
+	case !closed:
+		n.pending[key] = &trailPlace{first: place}
 		n.timers.Add(1)
 		time.AfterFunc(max(0, notifyWindow-time.Since(n.last[queue])), func() {
 			defer n.timers.Done()
 			n.mu.Lock()
-			delete(n.pending, msg)
+			first := n.pending[key].first
+			delete(n.pending, key)
 			n.last[queue] = time.Now()
 			n.mu.Unlock()
-			n.deliver(msg)
+			n.deliver(wakeMessage(status, queue, first))
 		})
 	}
 	n.mu.Unlock()
-	if !armed && closed {
-		n.deliver(msg)
+	if armed == nil && closed {
+		n.deliver(wakeMessage(status, queue, place))
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // transaction and returns the plan's text and the shared buffers it touched.
 func planBuffers(t *testing.T, b *bundle, queue string, limit int) (string, int) {
 	t.Helper()
-	return explainBuffers(t, b, "", claimSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain", []int32{int32(limit)})
+	return explainBuffers(t, b, "", claimSQL, []string{queue}, []int32{int32(limit)}, []int64{30000}, "explain", []int32{int32(limit)}, []int32{lineStart.priority}, [][16]byte{{}})
 }
 
 // explainBuffers runs EXPLAIN (ANALYZE, BUFFERS) of sql with args in a rolled-back transaction,
@@ -104,7 +104,7 @@ func TestClaimCommitsAsynchronouslyAlone(t *testing.T) {
 		t.Fatal("the test needs a session that commits synchronously")
 	}
 	claim := func(n int32) {
-		rows, err := conn.Query(ctx, claimSQL, []string{"async"}, []int32{n}, []int64{30000}, "async-test", []int32{n})
+		rows, err := conn.Query(ctx, claimSQL, []string{"async"}, []int32{n}, []int64{30000}, "async-test", []int32{n}, []int32{lineStart.priority}, [][16]byte{{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestListRunningPlanReadsRunningIndex(t *testing.T) {
 	if _, err := q.EnqueueMany(ctx, make([]int, 20_000), nil); err != nil {
 		t.Fatal(err)
 	}
-	rows, _ := b.pool.Query(ctx, claimSQL, []string{"listing"}, []int32{50}, []int64{30000}, "lister", []int32{50})
+	rows, _ := b.pool.Query(ctx, claimSQL, []string{"listing"}, []int32{50}, []int64{30000}, "lister", []int32{50}, []int32{lineStart.priority}, [][16]byte{{}})
 	if got, err := pgx.CollectRows(rows, scanJobRow); err != nil || len(got) != 50 {
 		t.Fatalf("claimed %d jobs (%v), want 50", len(got), err)
 	}
@@ -173,7 +173,7 @@ func TestSettlePlansProbeThePrimaryKey(t *testing.T) {
 	}
 	b.exec("ANALYZE pgqueue_jobs")
 	const n = 300
-	rows, _ := b.pool.Query(ctx, claimSQL, []string{"settling"}, []int32{n}, []int64{30000}, "settler", []int32{n})
+	rows, _ := b.pool.Query(ctx, claimSQL, []string{"settling"}, []int32{n}, []int64{30000}, "settler", []int32{n}, []int32{lineStart.priority}, [][16]byte{{}})
 	claimed, err := pgx.CollectRows(rows, scanJobRow)
 	if err != nil || len(claimed) != n {
 		t.Fatalf("claimed %d jobs (%v), want %d", len(claimed), err, n)

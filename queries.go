@@ -34,6 +34,8 @@ var (
 	enqueueWorkflowSQL string
 	//go:embed sql/depend_lock.sql
 	dependLockSQL string
+	//go:embed sql/line_heads.sql
+	lineHeadsSQL string
 	//go:embed sql/limits_get.sql
 	limitsGetSQL string
 	//go:embed sql/limits_set.sql

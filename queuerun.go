@@ -38,6 +38,8 @@ type queueRun struct {
 	// that a read of its row sent before one of them does not undo it (maintainer.readPaused).
 	paused     atomic.Bool
 	pauseHeard atomic.Uint64
+	// mark: where in line jobs were made available since the claimer last looked (floor.go).
+	mark lineMark
 }
 
 // onMessage handles the listener's messages about q. It runs on the listener's goroutine, so it
@@ -47,6 +49,9 @@ func (q *queueRun) onMessage(m message) {
 	rt := q.rt
 	switch m.kind {
 	case msgAvailable:
+		if !m.wakeOnly {
+			q.mark.note(m.place, m.placed)
+		}
 		q.wantClaim.Store(true)
 		rt.w.claim.signal()
 		rt.w.express.signal()
@@ -88,7 +93,8 @@ func (q *queueRun) onMessage(m message) {
 	case msgListening, msgResync:
 		// Notifications sent before the LISTEN took effect, or while the listener was away,
 		// were not heard: look at the queue again, and at the leases (a job may have been
-		// cancelled meanwhile).
+		// cancelled meanwhile). Jobs may have been made available anywhere in line.
+		q.mark.note(linePos{}, false)
 		q.wantClaim.Store(true)
 		q.wantPromote.Store(true)
 		q.wantLimits.Store(true)

@@ -177,7 +177,7 @@ GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %
     %[1]s.pgqueue_count_moves(text[], text[], text[]), %[1]s.pgqueue_capped_take(text, integer),
     %[1]s.pgqueue_wake_held(text[]), %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz),
     %[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer, uuid[], text),
-    %[1]s.pgqueue_lock_parents(uuid[]), %[1]s.pgqueue_ulid(uuid) TO %[2]s`
+    %[1]s.pgqueue_lock_parents(uuid[]), %[1]s.pgqueue_ulid(uuid), %[1]s.pgqueue_line_place(integer, uuid) TO %[2]s`
 
 // pgqueueFunctions are the functions the migrations create that statements call, as
 // regprocedure text: all but the trigger functions (a trigger runs its function whatever the
@@ -186,7 +186,7 @@ var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()", "pg
 	"pgqueue_count_moves(text[],text[],text[])", "pgqueue_capped_take(text,integer)", "pgqueue_wake_held(text[])",
 	"pgqueue_start_holds(pgqueue_starts,timestamp with time zone)",
 	"pgqueue_add_job(text,jsonb,timestamp with time zone,integer,integer,text,text,integer,jsonb,interval,integer,uuid[],text)",
-	"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)"}
+	"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)", "pgqueue_line_place(integer,uuid)"}
 
 // newRole creates a login role that holds nothing, dropped (with what it owns and its grants)
 // when the test ends, and returns its name.
@@ -214,7 +214,8 @@ func newRole(t *testing.T, b *bundle) string {
 // to every role that may update pgqueue_jobs, so that claims and settles go on across the
 // upgrade. A queue's claims held back when it runs stay marked. So with the function
 // pgqueue_start_holds of 20261210120000, pgqueue_add_job of 20261211120000 for the roles that
-// may insert jobs, and the tables and functions of workflows (20261212120000, 20261212140000).
+// may insert jobs, the tables and functions of workflows (20261212120000, 20261212140000), and
+// pgqueue_line_place of 20261213120000.
 func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 	t.Parallel()
 	b := &bundle{t: t, schema: newSchema(t)}
@@ -228,8 +229,8 @@ func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 		"%[1]s.pgqueue_workflow_jobs, %[1]s.pgqueue_deps, %[1]s.pgqueue_ended", "", 1)
 	before = strings.Replace(before, ", %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz),\n    "+
 		"%[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer, uuid[], text),\n    "+
-		"%[1]s.pgqueue_lock_parents(uuid[]), %[1]s.pgqueue_ulid(uuid)", "", 1)
-	if strings.Contains(before, "workflow") || strings.Contains(before, "add_job") {
+		"%[1]s.pgqueue_lock_parents(uuid[]), %[1]s.pgqueue_ulid(uuid), %[1]s.pgqueue_line_place(integer, uuid)", "", 1)
+	if strings.Contains(before, "workflow") || strings.Contains(before, "add_job") || strings.Contains(before, "line_place") {
 		t.Fatalf("the grants before the upgrade still name what it adds:\n%s", before)
 	}
 	b.exec(fmt.Sprintf(before, pgx.Identifier{b.schema}.Sanitize(), pgx.Identifier{role}.Sanitize()))
@@ -251,7 +252,7 @@ func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 		t.Fatalf("after the upgrade the role may not execute pgqueue_start_holds (%v)", err)
 	}
 	for _, f := range []string{"pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer, uuid[], text)",
-		"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)"} {
+		"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)", "pgqueue_line_place(integer,uuid)"} {
 		fn = pgx.Identifier{b.schema}.Sanitize() + "." + f
 		if err := b.pool.QueryRow(ctx, "SELECT has_function_privilege($1, $2, 'EXECUTE')", role, fn).Scan(&held); err != nil || !held {
 			t.Fatalf("after the upgrade the role may not execute %s (%v)", f, err)

@@ -29,11 +29,13 @@ WITH target AS (
         repeat_remaining = CASE WHEN free.status = 'completed' THEN 0 ELSE j.repeat_remaining END
     FROM free
     WHERE j.id = free.id
-    RETURNING j.queue, free.status AS from_status, j.status
+    RETURNING j.queue, free.status AS from_status, j.status, j.priority, j.id
 ), moves AS (
     SELECT pgqueue_count_moves(array_agg(queue), array_agg(from_status), array_agg(status)) AS n FROM retried
 ), notified AS (
-    SELECT pgqueue_notify('a ' || queue) FROM (SELECT DISTINCT queue FROM retried WHERE status = 'available') AS q
+    SELECT pgqueue_notify('a ' || queue || ' ' || first)
+    FROM (SELECT queue, min(pgqueue_line_place(priority, id) COLLATE "C") AS first
+          FROM retried WHERE status = 'available' GROUP BY queue) AS q
 )
 SELECT (SELECT id FROM target ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM retried), (SELECT count(*) FROM notified)
 FROM moves

@@ -1,6 +1,7 @@
 -- claim: leases available jobs of several queues in one statement: of each queue $1[i], up to
 -- $2[i] jobs, highest priority first, then oldest id, for $3[i] ms, to worker $4, of which the
--- first $5[i] start at once and the rest are claimed ahead of a free slot. Each claimed job gets
+-- first $5[i] start at once and the rest are claimed ahead of a free slot, scanning its line
+-- from the place ($6[i] priority, $7[i] id) of its claim floor on (floor.go). Each claimed job gets
 -- one more attempt (taken back if it goes back unstarted: requeue.sql, rescue.sql) and its start
 -- time in attempted_at, but a job claimed ahead gets NULL there, which says it has not started
 -- (the worker records its start later: record_starts.sql), unless a hold of it ahead was lost
@@ -28,8 +29,10 @@
 -- A queue with per-key limits or rates yields nothing here: claim_limited.sql claims for it (and
 -- counts the running jobs in the same way).
 -- Each queue's jobs are picked by a range scan of its own part of pgqueue_jobs_claim_idx
--- (queue, (-priority), id) WHERE status = 'available' (a LATERAL sub-select per queue) and locked
--- there, skipping rows others hold; the update then reaches them by their physical address
+-- (queue, (-priority), id) WHERE status = 'available' (a LATERAL sub-select per queue), which
+-- begins at the floor (the row comparison is a bound of the scan: the entries of jobs claimed
+-- before it, which a held MVCC horizon keeps in the index, are not read), and locked there,
+-- skipping rows others hold; the update then reaches them by their physical address
 -- (ctid), which the row locks keep stable for the statement: no second lookup through the
 -- primary key. One statement for all queues costs little more than one for a single queue; a
 -- batch of one statement per queue cost 2.5 times as much at 20 queues.
@@ -40,7 +43,7 @@
 -- to and past the claim first.
 WITH picked AS MATERIALIZED (
     SELECT c.ctid, c.rn > x.m AS ahead
-    FROM (SELECT * FROM unnest($1::text[], $2::int[], $5::int[]) AS u(queue, n, m)
+    FROM (SELECT * FROM unnest($1::text[], $2::int[], $5::int[], $6::int[], $7::uuid[]) AS u(queue, n, m, from_priority, from_id)
           WHERE set_config('synchronous_commit', 'off', true) = 'off') AS x,
          LATERAL (SELECT coalesce((SELECT CASE
                       WHEN p.paused OR p.claim_limited THEN 0
@@ -66,6 +69,7 @@ WITH picked AS MATERIALIZED (
                   FROM (SELECT a.ctid, -a.priority AS p, a.id
                         FROM pgqueue_jobs AS a
                         WHERE a.queue = x.queue AND a.status = 'available'
+                          AND (-a.priority, a.id) >= (-x.from_priority, x.from_id)
                         ORDER BY -a.priority, a.id
                         LIMIT b.n
                         FOR UPDATE SKIP LOCKED) AS a) AS c

@@ -17,11 +17,11 @@ WITH job AS (
            $9::bigint * interval '1 microsecond', CASE WHEN $10::boolean THEN t.run_at END, $11::jsonb, $12, $13, true
     FROM (SELECT coalesce($4::timestamptz, now() + $5::bigint * interval '1 microsecond') AS run_at) AS t,
          json_array_elements($1::json) AS e
-    RETURNING status
+    RETURNING status, priority, id
 ), counted AS (
     INSERT INTO pgqueue_count_deltas (queue, status, n) SELECT $2, status, count(*) FROM job GROUP BY status
 ), notified AS (
-    SELECT pgqueue_notify(left(s.status, 1) || ' ' || $2)
-    FROM (SELECT DISTINCT status FROM job) AS s
+    SELECT pgqueue_notify(left(s.status, 1) || ' ' || $2 || CASE WHEN s.status = 'available' THEN ' ' || s.first ELSE '' END)
+    FROM (SELECT status, min(pgqueue_line_place(priority, id) COLLATE "C") AS first FROM job GROUP BY status) AS s
 )
 SELECT count(*), (SELECT count(*) FROM notified) FROM job

@@ -20,7 +20,7 @@ WITH job AS (
 ), counted AS (
     INSERT INTO pgqueue_count_deltas (queue, status, n) SELECT $2, status, 1 FROM job
 ), notified AS (
-    SELECT pgqueue_notify(left(job.status, 1) || ' ' || $2)
+    SELECT pgqueue_notify(left(job.status, 1) || ' ' || $2 || CASE WHEN job.status = 'available' THEN ' ' || pgqueue_line_place($3, $1) ELSE '' END)
     FROM job
 )
 SELECT job.status, job.run_at, job.created_at, (SELECT count(*) FROM notified) FROM job

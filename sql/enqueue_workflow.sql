@@ -30,7 +30,7 @@ WITH flow AS (
            s.priority, s.payload, s.run_at, s.max_attempts, s.retry_delay,
            nullif(s.metadata, 'null'), s.key, s.weight, $1::uuid, s.waits, s.parent, s.run_when, true
     FROM s
-    RETURNING queue, status
+    RETURNING queue, status, priority, id
 ), member AS (
     INSERT INTO pgqueue_workflow_jobs (workflow, job, step) SELECT $1::uuid, s.id, s.step FROM s
 ), edge AS (
@@ -43,8 +43,9 @@ WITH flow AS (
 ), counted AS (
     INSERT INTO pgqueue_count_deltas (queue, status, n) SELECT queue, status, count(*) FROM job GROUP BY queue, status
 ), notified AS (
-    SELECT pgqueue_notify(left(j.status, 1) || ' ' || j.queue)
-    FROM (SELECT DISTINCT queue, status FROM job WHERE status IN ('available', 'scheduled')) AS j
+    SELECT pgqueue_notify(left(j.status, 1) || ' ' || j.queue || CASE WHEN j.status = 'available' THEN ' ' || j.first ELSE '' END)
+    FROM (SELECT queue, status, min(pgqueue_line_place(priority, id) COLLATE "C") AS first
+          FROM job WHERE status IN ('available', 'scheduled') GROUP BY queue, status) AS j
     UNION ALL
     SELECT pgqueue_notify('e -') WHERE json_array_length($6::json) > 0
 )

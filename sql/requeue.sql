@@ -4,7 +4,8 @@
 -- ahead of a free slot, did not start ($4 false: their attempted_at stays NULL, not started; a
 -- started job's start is recorded if it was not yet). A start logged for a rate limit is taken as
 -- reported, as record_rate_starts.sql does.
--- Wakes the workers of each queue where a job became available. Returns id, status and run_at
+-- Wakes the workers of each queue where a job became available, from the first one's place in
+-- line (pgqueue_line_place). Returns id, status and run_at
 -- of each job it changed. Skips a row another transaction locks, as complete.sql does. Counts the
 -- moves itself (pgqueue_count_moves; see the count_moves migration). Reads the primary key.
 WITH held AS (
@@ -26,7 +27,7 @@ WITH held AS (
         locked_by  = NULL
     FROM held AS r
     WHERE j.ctid = r.ctid
-    RETURNING j.id, j.queue, j.status, j.run_at
+    RETURNING j.id, j.queue, j.status, j.run_at, j.priority
 ), reported AS (
     UPDATE pgqueue_starts AS s
     SET recorded_at = now()
@@ -35,7 +36,8 @@ WITH held AS (
 ), counted AS (
     SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) FROM back
 ), notified AS (
-    SELECT pgqueue_notify('a ' || q.queue)
-    FROM (SELECT DISTINCT queue FROM back WHERE status = 'available') AS q
+    SELECT pgqueue_notify('a ' || q.queue || ' ' || q.first)
+    FROM (SELECT queue, min(pgqueue_line_place(priority, id) COLLATE "C") AS first
+          FROM back WHERE status = 'available' GROUP BY queue) AS q
 )
 SELECT back.id, back.status, back.run_at FROM back, counted, (SELECT count(*) FROM notified) AS n

@@ -11,7 +11,8 @@
 -- died, or the job was cancelled or deleted as it did) is taken as reported now, so that it holds
 -- its place in the rate's windows for a period more, and not for ever (pgqueue_starts_pending_idx,
 -- migration 20261210120000). Wakes the workers of each queue that had a job taken back: a job
--- became available, or a place under the queue's limits freed (also when the job failed).
+-- became available (the message names the first one's place in line: pgqueue_line_place), or a
+-- place under the queue's limits freed (also when the job failed: 'a <queue> -').
 -- Returns, per queue, how many became available and how many failed. Reads one range of
 -- pgqueue_jobs_running_idx (queue) WHERE status = 'running' per queue. Counts the moves itself
 -- (pgqueue_count_moves; see the count_moves migration).
@@ -43,7 +44,7 @@ WITH rescued AS (
                             WHERE queue = x.queue AND status = 'running' AND lock_until < now()
                             LIMIT $2
                             FOR UPDATE SKIP LOCKED) AS c))
-    RETURNING j.queue, j.status
+    RETURNING j.queue, j.status, j.priority, j.id
 ), reported AS (
     UPDATE pgqueue_starts AS s
     SET recorded_at = now()
@@ -53,14 +54,15 @@ WITH rescued AS (
 ), counted AS (
     SELECT x.queue,
            count(*) FILTER (WHERE r.status = 'available') AS available,
-           count(*) FILTER (WHERE r.status = 'failed') AS failed
+           count(*) FILTER (WHERE r.status = 'failed') AS failed,
+           min(pgqueue_line_place(r.priority, r.id) COLLATE "C") FILTER (WHERE r.status = 'available') AS first
     FROM unnest($1::text[]) AS x(queue)
     LEFT JOIN rescued AS r ON r.queue = x.queue
     GROUP BY x.queue
 ), moves AS (
     SELECT pgqueue_count_moves(array_agg(queue), array_agg('running'::text), array_agg(status)) AS n FROM rescued
 ), notified AS (
-    SELECT pgqueue_notify('a ' || queue) FROM counted WHERE available > 0 OR failed > 0
+    SELECT pgqueue_notify('a ' || queue || ' ' || coalesce(first, '-')) FROM counted WHERE available > 0 OR failed > 0
 )
 SELECT c.queue, c.available, c.failed, (SELECT count(*) FROM notified)
 FROM counted AS c, moves

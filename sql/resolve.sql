@@ -16,7 +16,7 @@
 --     records for the next batch: cancellation runs down the graph one level a batch;
 --   * counts each workflow's ends (and re-openings) into pgqueue_workflows.unfinished, locked in
 --     id order, and stamps finished_at on those it brings to 0;
---   * wakes the released jobs' queues ('a <queue>' or 's <queue>'), announces the cancelled
+--   * wakes the released jobs' queues ('a <queue> <the first one's place in line>' or 's <queue>'), announces the cancelled
 --     ones ('c <queue> <ids>'), and the finished workflows ('f - <ids>'), on commit.
 -- Returns how many ends it took (fewer than $1: none are left), how many jobs it moved, and
 -- how many workflows it finished. Reads pgqueue_ended's primary key, pgqueue_deps' primary key
@@ -102,7 +102,7 @@ WITH ended AS MATERIALIZED (
                          END
     FROM planned AS p
     WHERE j.id = p.id
-    RETURNING j.id, j.queue, p.status AS from_status, j.status AS to_status
+    RETURNING j.id, j.queue, j.priority, p.status AS from_status, j.status AS to_status
 ), flows AS (
     UPDATE pgqueue_workflows AS w
     SET unfinished  = w.unfinished - n.ends,
@@ -118,9 +118,9 @@ WITH ended AS MATERIALIZED (
     SELECT pgqueue_count_moves(array_agg(queue), array_agg(from_status), array_agg(to_status)) AS n
     FROM moved WHERE from_status <> to_status
 ), notified AS (
-    SELECT pgqueue_notify(left(to_status, 1) || ' ' || queue)
-    FROM (SELECT DISTINCT queue, to_status FROM moved
-          WHERE from_status = 'pending' AND to_status IN ('available', 'scheduled')) AS r
+    SELECT pgqueue_notify(left(to_status, 1) || ' ' || queue || CASE WHEN to_status = 'available' THEN ' ' || first ELSE '' END)
+    FROM (SELECT queue, to_status, min(pgqueue_line_place(priority, id) COLLATE "C") AS first FROM moved
+          WHERE from_status = 'pending' AND to_status IN ('available', 'scheduled') GROUP BY queue, to_status) AS r
     UNION ALL
     SELECT pgqueue_notify('c ' || queue || ' ' || string_agg(encode(uuid_send(id), 'hex'), ','))
     FROM (SELECT id, queue, (row_number() OVER (PARTITION BY queue ORDER BY id) - 1) / 200 AS part

@@ -17,8 +17,8 @@ WITH target AS (
         repeat_remaining = CASE WHEN target.status = 'completed' THEN 0 ELSE j.repeat_remaining END
     FROM target
     WHERE j.id = target.id AND target.status IN ('scheduled', 'completed', 'failed', 'cancelled')
-    RETURNING j.queue, j.status
+    RETURNING j.queue, j.status, j.priority, j.id
 ), notified AS (
-    SELECT pgqueue_notify('a ' || queue) FROM retried WHERE status = 'available'
+    SELECT pgqueue_notify('a ' || queue || ' ' || pgqueue_line_place(priority, id)) FROM retried WHERE status = 'available'
 )
 SELECT target.status, target.queue, (SELECT count(*) FROM notified) FROM target
