@@ -19,7 +19,8 @@ const (
 	// HorizonMinXacts is how many transactions a holder whose start Postgres does not show (a
 	// replication slot, a standby's feedback, a session whose details are hidden from the role)
 	// must hold back for Stats to report it: above what a standby's feedback lags by on a busy
-	// server, and about as many row versions as vacuum must then leave in the jobs table.
+	// server, and, where most transactions are the queue's, the order of the dead row versions
+	// vacuum must then leave in the jobs table.
 	HorizonMinXacts = 100_000
 )
 
