@@ -5,12 +5,12 @@ import (
 	"time"
 )
 
-// The JSON forms of Job, JobEntry and QueueStats: the names come from the struct tags, and the
-// methods below change only what tags cannot say: durations are written as strings that
-// time.ParseDuration reads ("1.5s"), and a JobEntry whose payload did not decode shows the
+// The JSON forms of Job, JobEntry, QueueStats and HorizonHolder: the names come from the struct
+// tags, and the methods below change only what tags cannot say: durations are written as strings
+// that time.ParseDuration reads ("1.5s"), and a JobEntry whose payload did not decode shows the
 // stored payload and the error. Each wire struct embeds a method-free copy of the public type
-// (jobFields, queueStatsFields) and adds fields of the same JSON names, which, being less deeply
-// nested, take their place.
+// (jobFields, queueStatsFields, horizonHolderFields) and adds fields of the same JSON names,
+// which, being less deeply nested, take their place.
 
 // jsonDuration is a time.Duration that JSON shows as a duration string.
 type jsonDuration time.Duration
@@ -112,5 +112,29 @@ func (s *QueueStats) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	s.OldestWait = time.Duration(w.OldestWait)
+	return nil
+}
+
+// horizonHolderFields is HorizonHolder without its methods, for horizonHolderJSON to embed.
+type horizonHolderFields HorizonHolder
+
+// horizonHolderJSON is a HorizonHolder as JSON shows it.
+type horizonHolderJSON struct {
+	*horizonHolderFields
+	Age jsonDuration `json:"age,omitzero"`
+}
+
+// MarshalJSON writes the holder as a JSON object (see HorizonHolder).
+func (h HorizonHolder) MarshalJSON() ([]byte, error) {
+	return json.Marshal(horizonHolderJSON{(*horizonHolderFields)(&h), jsonDuration(h.Age)})
+}
+
+// UnmarshalJSON reads a holder written by MarshalJSON.
+func (h *HorizonHolder) UnmarshalJSON(b []byte) error {
+	w := horizonHolderJSON{horizonHolderFields: (*horizonHolderFields)(h)}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	h.Age = time.Duration(w.Age)
 	return nil
 }

@@ -125,8 +125,8 @@ func TestJobEntryJSON(t *testing.T) {
 	}
 }
 
-// Stats and QueueStats marshal with snake_case names, OldestWait as a duration string, and
-// without a zero wait or vacuum time.
+// Stats, QueueStats and HorizonHolder marshal with snake_case names, OldestWait and Age as
+// duration strings, and without a zero wait, vacuum time or age, or a nil horizon.
 func TestStatsJSON(t *testing.T) {
 	t.Parallel()
 	roundTrip(t, Stats{
@@ -141,6 +141,15 @@ func TestStatsJSON(t *testing.T) {
 		`"running":0,"completed":0,"failed":0,"cancelled":0,"paused":false}],"live_rows":21,"dead_rows":4,`+
 		`"last_vacuum":"2026-12-01T09:30:00Z"}`)
 	roundTrip(t, Stats{Queues: []QueueStats{}}, `{"queues":[],"live_rows":0,"dead_rows":0}`)
+	// What holds vacuum back, its age as a duration string, without the fields it lacks.
+	roundTrip(t, Stats{Queues: []QueueStats{}, Horizon: &HorizonHolder{Kind: HorizonTransaction, Age: 12 * time.Minute,
+		Xacts: 48210, PID: 4242, Database: "app", User: "alice", ApplicationName: "report", ClientAddr: "10.0.0.5",
+		State: "idle in transaction", QueryStart: jsonT0, Query: "SELECT 1"}},
+		`{"queues":[],"live_rows":0,"dead_rows":0,"horizon":{"kind":"transaction","xacts":48210,"pid":4242,`+
+			`"database":"app","user":"alice","application_name":"report","client_addr":"10.0.0.5",`+
+			`"state":"idle in transaction","query_start":"2026-12-01T09:30:00Z","query":"SELECT 1","age":"12m0s"}}`)
+	roundTrip(t, HorizonHolder{Kind: HorizonSlot, Xacts: 150000, Name: "standby_1", State: "inactive"},
+		`{"kind":"replication slot","xacts":150000,"name":"standby_1","state":"inactive"}`)
 	// Limits, with rates' periods as duration strings, and what is in use of them.
 	roundTrip(t, QueueStats{Queue: "l", Running: 2, KeysAtLimit: 1, RecentStarts: 7,
 		Limits: Limits{MaxRunning: 5, KeyMaxRunning: 1, Rate: Rate{Starts: 10, Per: time.Second}}},

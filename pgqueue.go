@@ -196,6 +196,11 @@ type Client struct {
 
 	watchMu sync.Mutex // orders the start of a watch with Close
 	watches sync.WaitGroup
+
+	// horizonMinAge and horizonMinXacts replace HorizonMinAge and HorizonMinXacts when set:
+	// tests set them, to see a holder without waiting a minute.
+	horizonMinAge   time.Duration
+	horizonMinXacts int64
 }
 
 // NewClient returns a Client that works through pool. A nil cfg means defaults. NewClient does

@@ -70,6 +70,8 @@ var (
 	failSQL string
 	//go:embed sql/heartbeat.sql
 	heartbeatSQL string
+	//go:embed sql/horizon.sql
+	horizonSQL string
 	//go:embed sql/xact_id.sql
 	xactIDSQL string
 	//go:embed sql/lost_after_rollback.sql

@@ -76,8 +76,9 @@ func readStats(ctx context.Context, db querier, queue *string) ([]QueueStats, er
 	})
 }
 
-// Stats are counts and state of every queue of a client's schema, and of the jobs table. In JSON
-// its names are snake_case, and LastVacuum is left out when zero.
+// Stats are counts and state of every queue of a client's schema, of the jobs table, and what
+// holds vacuum back. In JSON its names are snake_case, and LastVacuum and Horizon are left out
+// when zero or nil.
 type Stats struct {
 	// Queues holds every queue that has jobs or settings, by name.
 	Queues []QueueStats `json:"queues"`
@@ -88,10 +89,19 @@ type Stats struct {
 	DeadRows int64 `json:"dead_rows"`
 	// LastVacuum is when pgqueue_jobs was last vacuumed (by hand or autovacuum); zero if never.
 	LastVacuum time.Time `json:"last_vacuum,omitzero"`
+	// Horizon is what holds back the xmin horizon of the database the longest — an open
+	// transaction, a prepared transaction, a replication slot or a standby's feedback — when it
+	// has held it for HorizonMinAge (or, where Postgres does not show since when, for
+	// HorizonMinXacts transactions); nil when nothing has. While it holds, vacuum cannot remove
+	// the jobs table's dead rows and claims slow down: HorizonHolder says what to do.
+	Horizon *HorizonHolder `json:"horizon,omitempty"`
 }
 
-// Stats returns what Queue.Stats does for every queue, and the table's live and dead row
-// estimates, in two statements whose cost does not grow with the number of jobs.
+// Stats returns what Queue.Stats does for every queue, the table's live and dead row estimates,
+// and what holds vacuum back (Stats.Horizon), in three statements whose cost does not grow with
+// the number of jobs (the last reads a row per backend, prepared transaction and replication
+// slot of the server). Postgres shows the details of other roles' sessions only to members of
+// pg_read_all_stats: see HorizonHolder.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	queues, err := readStats(ctx, c.pool, nil)
 	if err != nil {
@@ -103,5 +113,8 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 		return nil, wrapf(err, "stats")
 	}
 	st.LastVacuum = deref(vacuumed)
+	if st.Horizon, err = c.horizon(ctx); err != nil {
+		return nil, wrapf(err, "stats: horizon")
+	}
 	return st, nil
 }

@@ -20,8 +20,9 @@ type queueRow struct {
 	Charts drawnCharts
 }
 
-// overview serves the queues overview: every queue's counts and charts, the schedules and the
-// table's row estimates. Three statements, none of which grows with the number of jobs.
+// overview serves the queues overview: every queue's counts and charts, what holds vacuum back,
+// the schedules and the table's row estimates. Four statements, none of which grows with the
+// number of jobs.
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	st, err := h.client.Stats(r.Context())
 	if err != nil {
@@ -33,6 +34,12 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.serverError(w, r, "read the schedules", err)
 		return
 	}
+	h.renderOverview(w, r, st, schedules)
+}
+
+// renderOverview renders the overview of st and schedules: the queues with their charts, what
+// holds vacuum back (a banner, when st.Horizon is set), the schedules and the table.
+func (h *Handler) renderOverview(w http.ResponseWriter, r *http.Request, st *pgqueue.Stats, schedules []pgqueue.Schedule) {
 	d := &overviewData{Stats: st, Schedules: schedules, Queues: make([]queueRow, len(st.Queues))}
 	for i := range st.Queues {
 		d.Queues[i] = queueRow{S: &st.Queues[i], Charts: h.sampler.drawn(st.Queues[i].Queue)}

@@ -136,7 +136,10 @@ func (p *progress) finish() {
 }
 
 // estimate writes an estimated count for a person: "~1,234".
-func estimate(n int64) string {
+func estimate(n int64) string { return "~" + groupDigits(n) }
+
+// groupDigits writes n with its digits in groups of three: "1,234".
+func groupDigits(n int64) string {
 	s := strconv.FormatInt(max(n, -n), 10)
 	for i := len(s) - 3; i > 0; i -= 3 {
 		s = s[:i] + "," + s[i:]
@@ -144,5 +147,5 @@ func estimate(n int64) string {
 	if n < 0 {
 		s = "-" + s
 	}
-	return "~" + s
+	return s
 }

@@ -26,10 +26,18 @@ are kept exactly by the schema.
 
 PENDING counts the jobs waiting for the jobs they depend on (workflow steps).
 
+A WARNING line follows when something has held vacuum back for a minute or
+more (or 100,000 transactions, where Postgres shows no time): an open
+transaction, a prepared transaction, a replication slot or a standby's
+feedback. It names it, its session and last statement, and how to end it.
+
 --json: pgqueue's Stats: {"queues": [{"queue": "emails", "pending": 0,
 "scheduled": 0, "available": 3, "running": 1, "completed": 0, "failed": 2,
 "cancelled": 0, "oldest_wait": "1.5s", "paused": false, "limits":
-{"max_running": 5}}, ...], "live_rows": N, "dead_rows": N, "last_vacuum": "..."}`,
+{"max_running": 5}}, ...], "live_rows": N, "dead_rows": N, "last_vacuum": "...",
+"horizon": {"kind": "transaction", "age": "12m0s", "xacts": N, "pid": 4242,
+"application_name": "report", "state": "idle in transaction", "query": "...",
+...}} ("horizon" only when something holds vacuum back)`,
 		Example: "  pgqueue queues\n  pgqueue queues --json | jq '.queues[] | select(.failed > 0) | .queue'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -48,6 +56,7 @@ PENDING counts the jobs waiting for the jobs they depend on (workflow steps).
 				return err
 			}
 			fmt.Fprintf(a.std.out, "\n%s, last vacuum %s\n", tableRows(stats), humanTime(stats.LastVacuum, time.Now()))
+			writeHorizonWarning(a.std.out, stats)
 			return nil
 		},
 	}

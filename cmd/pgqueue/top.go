@@ -33,7 +33,9 @@ most 4 times a second, and every --interval in any case (for waits and rates).
 
 Quits on q, Ctrl-C, a signal, or when standard input closes. --frames N quits
 after N frames (--frames 1: draw once). --json writes each frame's Stats as a
-line of JSON instead (as "queues --json", one object per line).`,
+line of JSON instead (as "queues --json", one object per line).
+
+Under the table, a WARNING line names what holds vacuum back, as "queues" does.`,
 		Example: "  pgqueue top\n  pgqueue top --interval 2s\n  pgqueue top --frames 1",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -150,6 +152,7 @@ func (a *app) drawTop(ctx context.Context, client *pgqueue.Client, s *screen) er
 		return err
 	}
 	fmt.Fprintf(&b, "\n%s\n", tableRows(stats))
+	writeHorizonWarning(&b, stats)
 	return s.write(b.Bytes(), true)
 }
 
