@@ -357,6 +357,7 @@ func scenarios() []*scenario {
 			run:       func(ctx context.Context, e *env, _ system) (result, error) { return runLimit(ctx, e) },
 			derived:   limitFraction,
 		},
+		horizonScenario(),
 	}
 }
 
