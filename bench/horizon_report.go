@@ -457,10 +457,15 @@ func (rec *horizonRecord) printSeries(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s–%s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			trimSeconds(win.from), trimSeconds(win.to), win.phase,
-			formatValue(float64(win.enqueued)/win.seconds()), formatValue(float64(win.started)/win.seconds()),
+			formatRate(win.enqueued, win.seconds()), formatRate(win.started, win.seconds()),
 			p50, p99, dead, idx, xmin)
 	}
 	fmt.Fprintln(w)
+}
+
+// formatRate prints n per seconds as a whole number with thousands separators.
+func formatRate(n int, seconds float64) string {
+	return groupInt(int(math.Round(float64(n) / seconds)))
 }
 
 // trimSeconds prints a duration as whole seconds.
