@@ -73,7 +73,8 @@ const (
 )
 
 // horizonMetrics are scenario 8's metrics: the waits' p50, then p99, over each stretch; the
-// rates of each step; and when the held step recovered.
+// rates of each step, and how busy the machine was during its flow (lower is better: the same
+// flow on less CPU); and when the held step recovered.
 func horizonMetrics() []metric {
 	var ms []metric
 	for _, m := range []string{"p50 ms", "p99 ms"} {
@@ -81,9 +82,9 @@ func horizonMetrics() []metric {
 			ms = append(ms, metric{seg + ": " + m, false})
 		}
 	}
-	for _, m := range []string{enqueuedPS, startedPS} {
+	for _, m := range []string{enqueuedPS, startedPS, busyMetric} {
 		for _, seg := range []string{segPlain, segHeld} {
-			ms = append(ms, metric{seg + ": " + m, true})
+			ms = append(ms, metric{seg + ": " + m, m != busyMetric})
 		}
 	}
 	return append(ms, metric{recoveredAt, false})
@@ -154,10 +155,14 @@ func stepName(held bool) string {
 
 // horizonFlow is what a step's flow did: when it began and ended (its last enqueue returned),
 // when the held transaction committed (zero in the plain step), and when each job's enqueue
-// call began (unix ns, by job number within the flow).
+// call began (unix ns, by job number within the flow); and how busy the whole machine was
+// meanwhile (machine.go), with the load average at its end, which show other work on the
+// machine as well as the flow's own.
 type horizonFlow struct {
 	start, end, commit time.Time
 	since              []int64
+	busy, iowait       float64
+	load               string
 }
 
 // runHorizonFlow runs the flow for total, the jobs numbered from warmupJobs on; held, it opens
@@ -171,6 +176,7 @@ func runHorizonFlow(ctx context.Context, e *env, s system, held bool, d, total t
 		}
 		defer hold.close()
 	}
+	machine := machineBusy()
 	f := &horizonFlow{since: make([]int64, maxJobs), start: time.Now()}
 	var commitErr error
 	var wg sync.WaitGroup
@@ -187,6 +193,8 @@ func runHorizonFlow(ctx context.Context, e *env, s system, held bool, d, total t
 	}
 	n, err := paceEnqueues(ctx, s, f.start, total, f.since)
 	f.end = time.Now()
+	f.busy, f.iowait = machine()
+	f.load = loadAverage()
 	wg.Wait()
 	f.since = f.since[:n]
 	if err = errors.Join(err, commitErr); err != nil {

@@ -166,8 +166,12 @@ type horizonRecord struct {
 	// deadAtCommit is the dead tuples last read before the commit; maxXminAge the oldest
 	// backend_xmin's age, the highest read during the step.
 	deadAtCommit, maxXminAge int64
-	table                    tableStats
-	statements               []statementStat // nil without pg_stat_statements
+	// busy and iowait are the whole machine's busy and iowait % during the flow; load the load
+	// average at its end.
+	busy, iowait float64
+	load         string
+	table        tableStats
+	statements   []statementStat // nil without pg_stat_statements
 	// baseline is the plain step's p99 the held step's recovery is compared with (when
 	// hasBaseline); recovered when it recovered (when recoveredOK).
 	baseline                 time.Duration
@@ -178,7 +182,8 @@ type horizonRecord struct {
 // newHorizonRecord analyses a step's flow: its jobs (lat: their waits, by number within the
 // flow), its windows of length w, and the server's readings.
 func newHorizonRecord(contender string, held bool, f *horizonFlow, lat []time.Duration, samples []horizonSample, w time.Duration) *horizonRecord {
-	rec := &horizonRecord{contender: contender, held: held, flow: f.end.Sub(f.start), jobs: jobTimes(f, lat)}
+	rec := &horizonRecord{contender: contender, held: held, flow: f.end.Sub(f.start), jobs: jobTimes(f, lat),
+		busy: f.busy, iowait: f.iowait, load: f.load}
 	if held {
 		rec.commit = f.commit.Sub(f.start)
 	}
@@ -216,6 +221,7 @@ func (rec *horizonRecord) metrics(tail time.Duration) result {
 	}
 	res[seg+": "+enqueuedPS] = float64(len(rec.jobs)) / rec.flow.Seconds()
 	res[seg+": "+startedPS] = float64(started) / rec.flow.Seconds()
+	res[seg+": "+busyMetric] = rec.busy
 	if rec.held {
 		stretch(segHold, 0, rec.commit)
 		stretch(segTail, rec.flow-tail, rec.flow)
@@ -395,9 +401,9 @@ func (rep *horizonReport) printRecovery(w io.Writer) {
 
 // printTables prints the jobs table of each step as the server showed it at the end.
 func (rep *horizonReport) printTables(w io.Writer) {
-	fmt.Fprintf(w, "The jobs table at the end of each step, once the worker had stopped and the backends had flushed their statistics (pg_stat_user_tables; sizes of the main fork, pg_relation_size), and the oldest backend_xmin's age (pg_stat_activity) read every %s during the step:\n\n", horizonSampleEvery)
-	fmt.Fprintf(w, "| contender, step, run | n_live_tup | n_dead_tup | n_dead_tup before the commit | autovacuums | table | indexes | oldest backend_xmin age |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---|---:|\n")
+	fmt.Fprintf(w, "The jobs table at the end of each step, once the worker had stopped and the backends had flushed their statistics (pg_stat_user_tables; sizes of the main fork, pg_relation_size), the oldest backend_xmin's age (pg_stat_activity) read every %s during the step, and the whole machine during the flow (%% busy and waiting for the disk, /proc/stat; the load average at its end):\n\n", horizonSampleEvery)
+	fmt.Fprintf(w, "| contender, step, run | n_live_tup | n_dead_tup | n_dead_tup before the commit | autovacuums | table | indexes | oldest backend_xmin age | machine busy, iowait %% | load average |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---|---:|---:|---|\n")
 	for _, rec := range rep.records {
 		t := rec.table
 		var idx []string
@@ -408,8 +414,9 @@ func (rep *horizonReport) printTables(w io.Writer) {
 		if rec.held {
 			atCommit = groupInt(int(rec.deadAtCommit))
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %s | %s |\n", rec.label(), groupInt(int(t.live)), groupInt(int(t.dead)),
-			atCommit, t.autovacuums, formatBytes(t.tableBytes), strings.Join(idx, ", "), groupInt(int(rec.maxXminAge)))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %s | %s | %s, %s | %s |\n", rec.label(), groupInt(int(t.live)), groupInt(int(t.dead)),
+			atCommit, t.autovacuums, formatBytes(t.tableBytes), strings.Join(idx, ", "), groupInt(int(rec.maxXminAge)),
+			formatValue(rec.busy), formatValue(rec.iowait), rec.load)
 	}
 	fmt.Fprintln(w)
 }
