@@ -32,6 +32,8 @@ type env struct {
 	admin *pgxpool.Pool // default search_path; creates and drops schemas, watches tables
 	log   *slog.Logger  // the contenders' logger: warnings and errors only
 	scale float64
+	// server is the private server the env is on (openScenarioEnv), nil for the shared one.
+	server *privateServer
 
 	mu      sync.Mutex
 	schemas map[string]bool

@@ -32,8 +32,9 @@ type options struct {
 	dsn   string
 	runs  int
 	scale float64
-	only  map[string]bool // nil: every scenario
+	only  map[string]bool // nil: every scenario (but those run only when named)
 	river bool
+	smoke bool
 }
 
 func main() {
@@ -49,7 +50,7 @@ func main() {
 	}
 }
 
-func run() error {
+func run() (err error) {
 	opts, err := parseFlags(os.Args[1:])
 	if err != nil {
 		return err
@@ -57,12 +58,14 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	e, err := newEnv(ctx, opts.dsn, opts.scale)
-	if err != nil {
-		return err
+	var e *env // nil when every scenario chosen runs on a server of its own
+	if opts.dsn != "" {
+		if e, err = newEnv(ctx, opts.dsn, opts.scale); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, e.close()) }()
 	}
-	err = runAll(ctx, e, opts, os.Stdout)
-	return errors.Join(err, e.close())
+	return runAll(ctx, e, opts, os.Stdout)
 }
 
 // parseFlags reads the command line.
@@ -74,12 +77,13 @@ func parseFlags(args []string) (options, error) {
 		"PostgreSQL URL (default $DATABASE_URL, then $PGQUEUE_TEST_DATABASE_URL); the role must be able to create schemas")
 	fs.IntVar(&o.runs, "runs", 3, "runs of each scenario per contender")
 	fs.Float64Var(&o.scale, "scale", 1, "multiplies job counts and durations (0.01 for a quick smoke run)")
-	fs.StringVar(&only, "only", "", "comma-separated scenarios to run (default all): "+strings.Join(scenarioNames(), ","))
+	fs.StringVar(&only, "only", "", "comma-separated scenarios to run (default all but horizon, which runs only when named, or in a smoke run): "+strings.Join(scenarioNames(), ","))
 	fs.BoolVar(&o.river, "river", true, "also measure River (false: pgqueue only)")
 	smoke := fs.Bool("smoke", false, "a quick check that everything works (CI): -scale 0.01 -runs 1 unless given")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	o.smoke = *smoke
 	if *smoke {
 		given := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -93,8 +97,6 @@ func parseFlags(args []string) (options, error) {
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case o.dsn == "":
-		return o, errors.New("no database: pass -dsn or set DATABASE_URL")
 	case o.runs < 1:
 		return o, fmt.Errorf("-runs %d: want at least 1", o.runs)
 	case !(o.scale > 0):
@@ -110,7 +112,21 @@ func parseFlags(args []string) (options, error) {
 			o.only[name] = true
 		}
 	}
+	if o.dsn == "" && o.needsSharedServer() {
+		return o, errors.New("no database: pass -dsn or set DATABASE_URL")
+	}
 	return o, nil
+}
+
+// needsSharedServer reports whether a scenario chosen runs on the shared server (-dsn): all but
+// those that start a server of their own.
+func (o options) needsSharedServer() bool {
+	for _, sc := range scenarios() {
+		if sc.chosen(o) && !sc.privateServer {
+			return true
+		}
+	}
+	return false
 }
 
 func scenarioNames() []string {
@@ -168,21 +184,37 @@ func runAll(ctx context.Context, e *env, o options, w io.Writer) error {
 		return err
 	}
 	for _, sc := range scenarios() {
-		if o.only != nil && !o.only[sc.name] {
+		if !sc.chosen(o) {
 			continue
 		}
-		progress("== %s", sc.title(e))
-		if err := runScenario(ctx, e, o, sc, contenders, all); err != nil {
+		if err := runChosen(ctx, e, o, sc, contenders, all, w); err != nil {
 			return err
 		}
-		printScenario(w, e, sc, all)
 	}
 	checkpoints1, err := checkpoints(ctx, e)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "Total time: %s; load average at the end (1, 5, 15 min): %s; checkpoints during the run (any database): %d.\n",
-		time.Since(began).Round(time.Second), loadAverage(), checkpoints1-checkpoints0)
+	fmt.Fprintf(w, "Total time: %s; load average at the end (1, 5, 15 min): %s", time.Since(began).Round(time.Second), loadAverage())
+	if e != nil {
+		fmt.Fprintf(w, "; checkpoints during the run (any database of the shared server): %d", checkpoints1-checkpoints0)
+	}
+	fmt.Fprintln(w, ".")
+	return nil
+}
+
+// runChosen runs one scenario, on the shared server or on one of its own, and prints its table.
+func runChosen(ctx context.Context, e *env, o options, sc *scenario, contenders []contender, all *results, w io.Writer) (err error) {
+	se, closeEnv, err := openScenarioEnv(ctx, e, sc, o.scale)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeEnv()) }()
+	progress("== %s", sc.title(se))
+	if err := runScenario(ctx, se, o, sc, contenders, all); err != nil {
+		return err
+	}
+	printScenario(w, se, sc, all)
 	return nil
 }
 
@@ -229,7 +261,7 @@ type turn struct {
 func (sc *scenario) turns(r int, contenders []contender) []turn {
 	var takers []*contender
 	for i := range contenders {
-		if !sc.noRiver || contenders[i].name == pgqueueContender.name {
+		if sc.takesPart(contenders[i]) {
 			takers = append(takers, &contenders[i])
 		}
 	}
@@ -286,18 +318,22 @@ func formatResult(sc *scenario, res result) string {
 
 // printHeader prints what was run where: date, machine, server, settings and command.
 func printHeader(ctx context.Context, e *env, o options, contenders []contender, w io.Writer) error {
-	var version, syncCommit, sharedBuffers, maxWAL string
-	err := e.admin.QueryRow(ctx, `SELECT version(), current_setting('synchronous_commit'),
-		current_setting('shared_buffers'), current_setting('max_wal_size')`).Scan(&version, &syncCommit, &sharedBuffers, &maxWAL)
-	if err != nil {
-		return fmt.Errorf("read the server's version and settings: %w", err)
+	server := "none shared: every scenario chosen runs on a server of its own, described under its table"
+	if e != nil {
+		var version, syncCommit, sharedBuffers, maxWAL string
+		err := e.admin.QueryRow(ctx, `SELECT version(), current_setting('synchronous_commit'),
+			current_setting('shared_buffers'), current_setting('max_wal_size')`).Scan(&version, &syncCommit, &sharedBuffers, &maxWAL)
+		if err != nil {
+			return fmt.Errorf("read the server's version and settings: %w", err)
+		}
+		server = fmt.Sprintf("%s; synchronous_commit = %s, shared_buffers = %s, max_wal_size = %s",
+			version, syncCommit, sharedBuffers, maxWAL)
 	}
 	fmt.Fprintf(w, "# pgqueue vs River\n\n")
 	fmt.Fprintf(w, "- date: %s\n", time.Now().Format("2006-01-02 15:04:05 MST"))
 	fmt.Fprintf(w, "- machine: %d cores, %s memory, %s %s/%s\n", runtime.NumCPU(), memTotal(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "- load average at start (1, 5, 15 min): %s\n", loadAverage())
-	fmt.Fprintf(w, "- server: %s; synchronous_commit = %s, shared_buffers = %s, max_wal_size = %s\n",
-		version, syncCommit, sharedBuffers, maxWAL)
+	fmt.Fprintf(w, "- server: %s\n", server)
 	fmt.Fprintf(w, "- command: `go run .%s` (runs %d, scale %g)\n", argsForDisplay(), o.runs, o.scale)
 	for _, c := range contenders {
 		fmt.Fprintf(w, "- %s: %s\n", c.name, c.settings)
@@ -330,6 +366,9 @@ func argsForDisplay() string {
 // for a while.
 func checkpoints(ctx context.Context, e *env) (int64, error) {
 	var n int64
+	if e == nil {
+		return 0, nil
+	}
 	if err := e.admin.QueryRow(ctx, "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter").Scan(&n); err != nil {
 		return 0, fmt.Errorf("read the checkpoint count: %w", err)
 	}
@@ -410,5 +449,8 @@ func printScenario(w io.Writer, e *env, sc *scenario, all *results) {
 			}
 			fmt.Fprintln(w)
 		}
+	}
+	if sc.report != nil {
+		sc.report(w)
 	}
 }

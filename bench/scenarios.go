@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"slices"
@@ -146,6 +147,33 @@ type scenario struct {
 	pairSteps bool
 	// derived prints lines computed from this and earlier scenarios' results.
 	derived func(all *results) []string
+	// contenders, if set, are the only contenders that take part (by name).
+	contenders []string
+	// privateServer runs the scenario on a PostgreSQL server of its own, started for it
+	// (openScenarioEnv), instead of the shared one.
+	privateServer bool
+	// onlyNamed leaves the scenario out of a run without -only, but for a smoke run.
+	onlyNamed bool
+	// report, if set, prints what the scenario recorded besides its metrics, under its table.
+	report func(w io.Writer)
+}
+
+// takesPart reports whether contender c takes part in the scenario.
+func (sc *scenario) takesPart(c contender) bool {
+	if sc.noRiver && c.name != pgqueueContender.name {
+		return false
+	}
+	return sc.contenders == nil || slices.Contains(sc.contenders, c.name)
+}
+
+// chosen reports whether a run with options o includes the scenario: named with -only; or, in a
+// run without -only, any scenario but those run only when named, which a smoke run includes
+// too (at its small scale).
+func (sc *scenario) chosen(o options) bool {
+	if o.only != nil {
+		return o.only[sc.name]
+	}
+	return !sc.onlyNamed || o.smoke
 }
 
 // step is one part of a scenario's run.
@@ -329,6 +357,7 @@ func scenarios() []*scenario {
 			run:       func(ctx context.Context, e *env, _ system) (result, error) { return runLimit(ctx, e) },
 			derived:   limitFraction,
 		},
+		horizonScenario(),
 	}
 }
 
