@@ -173,6 +173,50 @@ func TestUpdateAfterLockLost(t *testing.T) {
 	}
 }
 
+// A handler whose lease the runtime could not keep (the heartbeat could not reach the row before
+// the lease ran out) is told its lock is lost, and Update then refuses, though the row still
+// carries its token: the runtime ignores what that attempt does. Before the runtime's view was
+// checked, Update waited for the table and saved the payload.
+func TestUpdateAfterHeartbeatGaveUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "gave_up")
+	job, err := q.Enqueue(t.Context(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, stopped := make(chan struct{}), make(chan struct{})
+	result := make(chan error, 1)
+	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		close(started)
+		<-ctx.Done()
+		close(stopped)
+		result <- job.Update(context.Background(), 2)
+		return nil
+	}, &WorkerOptions{LockDuration: 300 * time.Millisecond, PollInterval: noPoll}))
+	startWorker(t, w)
+	<-started
+	// Every statement on the jobs table, the heartbeat's too, waits until this ends.
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE pgqueue_jobs IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, stopped, 10*time.Second, "the handler's context to end")
+	time.Sleep(100 * time.Millisecond) // an Update that went to the server waits for the lock now
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := receive(t, result, 10*time.Second, "the update"); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Update after the heartbeat gave the lease up = %v, want ErrNotHeld", err)
+	}
+	if n := b.count("id = $1 AND payload = '1'", [16]byte(job.ID)); n != 1 {
+		t.Fatal("the payload changed after the heartbeat gave the lease up")
+	}
+}
+
 // CompleteTx commits the job's completion with the handler's own writes, or neither.
 func TestCompleteTx(t *testing.T) {
 	t.Parallel()

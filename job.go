@@ -112,7 +112,14 @@ func (j *Job[T]) Update(ctx context.Context, payload T) error {
 	if j.held == nil {
 		return ErrNotHeld
 	}
-	c := j.held.q.rt.c
+	rt := j.held.q.rt
+	if rt.set.stoppedBy(j.held) != nil {
+		// The runtime gave the attempt up (its lease could not be kept, or the job was cancelled):
+		// its row may still carry the token until another worker takes it, but its handler's
+		// outcome is ignored, and so is what it would save.
+		return wrapf(ErrNotHeld, "update job %s: lock lost", j.ID)
+	}
+	c := rt.c
 	body, err := encodePayload(c.cfg, j.Queue, payload)
 	if err != nil {
 		return err
