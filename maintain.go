@@ -15,6 +15,7 @@ type upkeep struct {
 	rescue  bool // take back expired leases and prune finished jobs past retention
 	promote bool // make due scheduled jobs available, and read when the next one is due
 	limits  bool // read whether the queue has limits, and whether it is watched or paused
+	heads   bool // read where its first available job is, for the claim floor
 	// pauseHeard is the queue's count of pause and resume messages heard when the upkeep was
 	// made: a paused flag read in its round trip is applied only if no message came since.
 	pauseHeard uint64
@@ -45,12 +46,14 @@ type maintainer struct {
 	queues []queueUpkeep // by queueRun.index
 	pool   poolWatch
 	fold   countsFold
+	scans  scanPace
 }
 
 // queueUpkeep is when the maintainer next looks at one queue.
 type queueUpkeep struct {
 	nextPoll time.Time
 	nextDue  time.Time // when the next scheduled job falls due; zero: none known
+	owed     bool      // a poll's rescue and heads read put off by the scans' pace
 }
 
 func newMaintainer(rt *runtime) *maintainer {
@@ -64,7 +67,8 @@ func newMaintainer(rt *runtime) *maintainer {
 // loop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
 // it promotes scheduled jobs when they fall due (a timer set to the earliest due time, by the
 // database clock) or when a wake-up says the schedule changed; it takes back expired leases and
-// prunes finished jobs at each queue's poll, or one LockDuration after a claim failed; and at the
+// prunes finished jobs at each queue's poll, or one LockDuration after a claim failed, spaced by
+// their own cost while a held MVCC horizon makes them slow (scanPace); and at the
 // poll it makes the claim loop look at the queue, and reads whether the queue has limits and
 // whether it is watched (also when a wake-up says they changed, or the listener connects), and
 // where its first available job is, for the claim floor (floor.go). The work goes in one round
@@ -111,32 +115,45 @@ func (m *maintainer) loop(ctx context.Context) {
 	}
 }
 
-// upkeepDue returns the queues' upkeep due at now, taking their wishes.
+// upkeepDue returns the queues' upkeep due at now, taking their wishes. A poll's rescue and
+// heads read, and a rescue asked for, wait while the scans' pace holds them back (scanPace).
 func (m *maintainer) upkeepDue(now time.Time) []upkeep {
 	var work []upkeep
+	scans := m.scans.allows(now)
 	for _, q := range m.rt.queues {
 		qu := &m.queues[q.index]
 		u := upkeep{q: q, poll: !now.Before(qu.nextPoll)}
+		asked := false
 		if at := q.rescueAt.Load(); at != 0 && now.UnixNano() >= at {
-			q.rescueAt.Store(0)
-			u.rescue = true
+			asked = true
 		}
-		u.rescue = u.rescue || u.poll
+		switch {
+		case scans:
+			if asked {
+				q.rescueAt.Store(0)
+			}
+			u.rescue = asked || u.poll || qu.owed
+			u.heads = u.poll || qu.owed
+			qu.owed = false
+		case u.poll:
+			qu.owed = true
+		}
 		u.promote = q.wantPromote.Swap(false) || u.poll || (!qu.nextDue.IsZero() && !now.Before(qu.nextDue))
 		u.limits = q.wantLimits.Swap(false) || u.poll
 		u.pauseHeard = q.pauseHeard.Load()
 		if u.poll {
 			qu.nextPoll = now.Add(q.opts.PollInterval)
 		}
-		if u.rescue || u.promote || u.limits {
+		if u.rescue || u.promote || u.limits || u.heads {
 			work = append(work, u)
 		}
 	}
 	return work
 }
 
-// nextUpkeep returns when upkeep is next due: the earliest poll, due time or asked-for rescue,
-// or retryAt or the next fold of the counts if set and earlier.
+// nextUpkeep returns when upkeep is next due: the earliest poll, due time or asked-for rescue
+// (a rescue or a poll's scans put off no sooner than the scans' pace allows), or retryAt or the
+// next fold of the counts if set and earlier.
 func (m *maintainer) nextUpkeep(retryAt time.Time) time.Time {
 	next := retryAt
 	earlier := func(t time.Time) {
@@ -149,10 +166,62 @@ func (m *maintainer) nextUpkeep(retryAt time.Time) time.Time {
 		earlier(m.queues[q.index].nextPoll)
 		earlier(m.queues[q.index].nextDue)
 		if at := q.rescueAt.Load(); at != 0 {
-			earlier(time.Unix(0, at))
+			earlier(m.scans.after(time.Unix(0, at)))
+		}
+		if m.queues[q.index].owed {
+			earlier(m.scans.from)
 		}
 	}
 	return next
+}
+
+// scanPace spaces the maintainer's statements that read what a held MVCC horizon keeps: the
+// rescue of expired leases (pgqueue_jobs_running_idx holds an entry for every job that ran since
+// the horizon stopped, which the rescue visits to find the few whose lease ran out), the prune
+// that goes with it, and the read of each line's head (line_heads.sql, which steps over an entry
+// for every job claimed since). Idle or busy, they take a millisecond or so and run at every
+// poll; held for minutes at 1,000 jobs/s, 150-250 ms each, and at every poll they would keep a
+// backend of a two-core server busy a fifth of the time, taking the CPU the queue's claims and
+// settles need. So after a round trip that carried them and took d, they run again no sooner
+// than scanPaceFactor·d after it began, and no later than scanPaceMax after it: at most a
+// twentieth of the maintainer's time goes to them, and a rescue or a head read comes later by as
+// much (a poll's claim is not held back).
+type scanPace struct {
+	from time.Time // no scans before this
+}
+
+// scanPaceFactor is how many times a scan's own duration the next one waits, counted from its
+// start.
+const scanPaceFactor = 20
+
+// scanPaceMax is the longest the pace holds the scans back: expired leases are still taken back
+// within a minute of a poll, however slow their statement.
+const scanPaceMax = time.Minute
+
+// allows reports whether the scans may run at now.
+func (p *scanPace) allows(now time.Time) bool { return !now.Before(p.from) }
+
+// after returns t, or when the pace allows the scans if that is later.
+func (p *scanPace) after(t time.Time) time.Time {
+	if t.Before(p.from) {
+		return p.from
+	}
+	return t
+}
+
+// took records a round trip with the scans that began at start and took d.
+func (p *scanPace) took(start time.Time, d time.Duration) {
+	p.from = start.Add(min(scanPaceFactor*d, scanPaceMax))
+}
+
+// scans reports whether work carries the scans scanPace spaces.
+func scans(work []upkeep) bool {
+	for _, u := range work {
+		if u.rescue || u.heads {
+			return true
+		}
+	}
+	return false
 }
 
 // upkeepFailed reports a failed maintenance round trip and keeps its work wanted.
@@ -166,6 +235,9 @@ func (m *maintainer) upkeepFailed(work []upkeep, err error) {
 		if u.rescue {
 			u.q.rescueAt.CompareAndSwap(0, time.Now().UnixNano())
 		}
+		if u.heads {
+			m.queues[u.q.index].owed = true
+		}
 		if u.limits {
 			u.q.wantLimits.Store(true)
 		}
@@ -177,9 +249,13 @@ func (m *maintainer) upkeepFailed(work []upkeep, err error) {
 // queues with jobs made runnable (or polled) are handed to the claimer, and the due timers are
 // set anew.
 func (m *maintainer) maintain(ctx context.Context, work []upkeep) error {
+	start := time.Now()
 	results, err := sendUpkeep(ctx, m.rt, work)
 	if err != nil {
-		return err
+		return err // retried after retryDelay, not paced
+	}
+	if scans(work) {
+		m.scans.took(start, time.Since(start))
 	}
 	now := time.Now()
 	claim := false
@@ -262,7 +338,7 @@ func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult
 		if u.limits {
 			n.limits = append(n.limits, u.q.name)
 		}
-		if u.poll {
+		if u.heads {
 			n.heads = append(n.heads, u.q.name)
 		}
 		timeout = max(timeout, u.q.opts.LockDuration)

@@ -210,3 +210,63 @@ func TestMaintainerReadsPause(t *testing.T) {
 		t.Fatalf("after the row said resumed: paused %v, wants a claim %v", qr.paused.Load(), qr.wantClaim.Load())
 	}
 }
+
+// The maintainer's scans (rescue, prune, the heads of the lines) wait while their pace holds them
+// back, and run once it allows them, with what the polls put off meanwhile; a poll still claims,
+// promotes and reads the queue's flags. A rescue asked for while held back is not lost, and does
+// not make the loop spin: the next upkeep is due when the pace allows it.
+func TestMaintainerPacesScans(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "paced")
+	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{PollInterval: time.Hour}))
+	rt := newRuntime(b.client, []*workerSpec{&w.spec})
+	m, qr := rt.maint, rt.queues[0]
+	now := time.Now()
+	m.scans.from = now.Add(30 * time.Minute) // as after a scan of 90 s
+	qr.rescueAt.Store(now.Add(-time.Millisecond).UnixNano())
+
+	work := m.upkeepDue(now)
+	if len(work) != 1 || !work[0].poll || !work[0].promote || !work[0].limits || work[0].rescue || work[0].heads {
+		t.Fatalf("upkeep while the scans are held back = %+v, want the poll without rescue or heads", work)
+	}
+	if qr.rescueAt.Load() == 0 {
+		t.Fatal("the rescue asked for was dropped while the scans were held back")
+	}
+	if next := m.nextUpkeep(time.Time{}); !next.Equal(m.scans.from) {
+		t.Fatalf("next upkeep at %s, want when the pace allows the scans (%s)", next, m.scans.from)
+	}
+
+	later := m.scans.from
+	work = m.upkeepDue(later)
+	if len(work) != 1 || work[0].poll || !work[0].rescue || !work[0].heads {
+		t.Fatalf("upkeep once the pace allows the scans = %+v, want the rescue and heads put off", work)
+	}
+	if qr.rescueAt.Load() != 0 || m.queues[qr.index].owed {
+		t.Fatal("the scans ran, but are still owed")
+	}
+	start := time.Now()
+	if err := m.maintain(t.Context(), work); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if !m.scans.from.After(start) || m.scans.from.After(start.Add(scanPaceFactor*took)) {
+		t.Fatalf("after scans of %s begun at %s, the next may run at %s", took, start, m.scans.from)
+	}
+}
+
+func TestScanPaceIsBounded(t *testing.T) {
+	var p scanPace
+	start := time.Now()
+	p.took(start, 3*time.Millisecond)
+	if want := start.Add(60 * time.Millisecond); !p.from.Equal(want) || p.allows(want.Add(-time.Nanosecond)) || !p.allows(want) {
+		t.Fatalf("after 3 ms the scans may run from %s, want %s", p.from, want)
+	}
+	p.took(start, time.Hour)
+	if !p.from.Equal(start.Add(scanPaceMax)) {
+		t.Fatalf("after an hour's scan the next may run %s later, want at most %s", p.from.Sub(start), scanPaceMax)
+	}
+	if got := p.after(start); !got.Equal(p.from) {
+		t.Fatalf("a rescue asked for at %s is due at %s, want %s", start, got, p.from)
+	}
+}

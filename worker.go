@@ -62,8 +62,9 @@ type WorkerOptions struct {
 
 	// LockDuration is the lease a claim takes on a job. Heartbeats extend it while the handler
 	// runs; if the process dies or freezes, another one runs the job once the lease has run out
-	// and a worker of the queue has looked for expired leases (at its PollInterval): with the
-	// defaults, 20 to 32 s after the crash. Until then the job still counts as running, and holds
+	// and a worker of the queue has looked for expired leases (at its PollInterval, or 20 times
+	// that statement's own duration apart if longer, at most a minute apart: a held MVCC horizon
+	// makes it slow): with the defaults, 20 to 32 s after the crash. Until then the job still counts as running, and holds
 	// its place under the queue's MaxRunning and its key's KeyMaxRunning. A shorter lease frees
 	// them sooner; but a live worker that cannot renew it in time (a stalled process, a starved
 	// pool, a failover, a transaction holding the job's row longer than the lease) loses the job,
