@@ -54,7 +54,7 @@ func (p *floorProbe) run(ctx context.Context, stop <-chan struct{}) ([]time.Dura
 	var listenErr error
 	wg.Go(func() { listenErr = p.listen(lctx) })
 	sendErr := p.send(ctx, stop)
-	time.Sleep(100 * time.Millisecond) // the last notification's way
+	p.awaitHeard(ctx, 2*time.Second) // the last notifications' way
 	cancel()
 	wg.Wait()
 	if sendErr != nil || listenErr != nil {
@@ -66,10 +66,25 @@ func (p *floorProbe) run(ctx context.Context, stop <-chan struct{}) ([]time.Dura
 			samples = append(samples, max(0, d.Sub(r))) // heard before the send returned: 0
 		}
 	}
-	if len(samples) < len(p.returned)*9/10 {
+	if len(samples) == 0 || len(samples)*10 < len(p.returned)*9 {
 		return nil, fmt.Errorf("floor probe: %d of %d notifications heard", len(samples), len(p.returned))
 	}
 	return samples, nil
+}
+
+// awaitHeard waits until every notification sent has been heard and followed by its round
+// trip, or for at most limit.
+func (p *floorProbe) awaitHeard(ctx context.Context, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		p.mu.Lock()
+		all := len(p.done) >= len(p.returned)
+		p.mu.Unlock()
+		if all {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (p *floorProbe) send(ctx context.Context, stop <-chan struct{}) error {

@@ -19,10 +19,14 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // ms converts a duration to fractional milliseconds, the unit of every latency metric.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// latencyMetrics sorts lat and returns its percentiles as metrics named prefix+"p50 ms" and so on.
+// latencyMetrics sorts lat and returns its percentiles as metrics named prefix+"p50 ms" and so on;
+// none if lat is empty (the report then leaves the contender out of those rows).
 func latencyMetrics(prefix string, lat []time.Duration, ps ...float64) map[string]float64 {
 	slices.Sort(lat)
 	m := make(map[string]float64, len(ps))
+	if len(lat) == 0 {
+		return m
+	}
 	for _, p := range ps {
 		m[fmt.Sprintf("%sp%g ms", prefix, p*100)] = ms(percentile(lat, p))
 	}
