@@ -119,7 +119,7 @@ func (m *maintainer) loop(ctx context.Context) {
 // heads read, and a rescue asked for, wait while the scans' pace holds them back (scanPace).
 func (m *maintainer) upkeepDue(now time.Time) []upkeep {
 	var work []upkeep
-	scans := m.scans.allows(now)
+	scanning := m.scans.allows(now)
 	for _, q := range m.rt.queues {
 		qu := &m.queues[q.index]
 		u := upkeep{q: q, poll: !now.Before(qu.nextPoll)}
@@ -128,7 +128,7 @@ func (m *maintainer) upkeepDue(now time.Time) []upkeep {
 			asked = true
 		}
 		switch {
-		case scans:
+		case scanning:
 			if asked {
 				q.rescueAt.Store(0)
 			}
