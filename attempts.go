@@ -35,6 +35,9 @@ type attemptSet struct {
 	// cancelHeard are jobs held here that a cancellation message named, until the heartbeat has
 	// checked their rows (heartbeater.giveUp).
 	cancelHeard map[ulid.ULID]bool
+	// beatAll asks the next heartbeat for every lease held here (the listener reconnected: a
+	// cancellation may have gone unheard), not only those due and those a message named.
+	beatAll bool
 	// runCtx is Run's context: once it ends, no waiting attempt starts. jobBase is what handlers'
 	// contexts derive from: Run's values, not its end.
 	runCtx, jobBase context.Context
@@ -424,15 +427,23 @@ func (s *attemptSet) noteCancelled(q *queueRun, ids []ulid.ULID) bool {
 	return held
 }
 
-// dueBeats returns the running, waiting and finishing attempts to extend now (all, or those
+// dueBeats returns the running, waiting and finishing attempts to extend now (all after
+// beatEverything, or those
 // whose queue's HeartbeatInterval has passed since their lease was last set, give or take half
 // of every, the heartbeat's tick), and apart the attempts completed in their handler's
 // transaction. A finishing attempt's outcome is usually settled long before that; one whose row a
 // settle skipped (another transaction locks it) or that waits behind a failing settle keeps its
 // lease this way, so that it is not taken back and run again while its outcome waits.
-func (s *attemptSet) dueBeats(now time.Time, all bool, every time.Duration) (running, inTx beat) {
+//
+// Woken by a cancellation message, it adds only the attempts such messages named: a bulk delete
+// of running jobs commits batch after batch, each with its message, and a check of every lease
+// after the first message would find the rows of the next batch gone before their message came,
+// and stop those handlers as having lost their locks rather than as cancelled.
+func (s *attemptSet) dueBeats(now time.Time, woken bool, every time.Duration) (running, inTx beat) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	all := s.beatAll
+	s.beatAll = false
 	var due, tx []*attempt
 	for _, a := range s.byID {
 		o := a.q.opts
@@ -440,11 +451,18 @@ func (s *attemptSet) dueBeats(now time.Time, all bool, every time.Duration) (run
 		switch {
 		case a.state == attemptInTx:
 			tx = append(tx, a)
-		case all || !now.Before(dueAt):
+		case all || !now.Before(dueAt) || woken && s.cancelHeard[a.id]:
 			due = append(due, a)
 		}
 	}
 	return newBeat(due), newBeat(tx)
+}
+
+// beatEverything makes the next heartbeat look at every lease held here.
+func (s *attemptSet) beatEverything() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.beatAll = true
 }
 
 // extended applies what the heartbeat statement said of beat b, sent at sent: the leases of the

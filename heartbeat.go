@@ -31,23 +31,23 @@ func newHeartbeater(rt *runtime) *heartbeater {
 
 // loop extends the leases of the runtime's running jobs until ctx ends: every tick those whose
 // queue's interval has come round, and all of them at once when the listener reconnects, since a
-// cancellation may have been announced while it was away, or when a cancellation message names
-// a job held here: the rows say which attempts were cancelled. It also gives up handlers overdue
+// cancellation may have been announced while it was away, and at once those of jobs a
+// cancellation message names: the rows say which attempts were cancelled. It also gives up handlers overdue
 // past their JobTimeout.
 func (h *heartbeater) loop(ctx context.Context) {
 	t := time.NewTicker(h.every)
 	defer t.Stop()
 	for {
-		all := false
+		woken := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-h.rt.w.beat:
-			all = true
+			woken = true
 		}
 		h.giveUpOverdue(time.Now())
-		h.beat(ctx, all)
+		h.beat(ctx, woken)
 	}
 }
 
@@ -104,8 +104,8 @@ func newBeat(attempts []*attempt) beat {
 // keeps its lease. Whether such an attempt still holds its job, the completer finds out. (A
 // settle that meets a row the heartbeat holds for a moment skips it and settles it again 10 ms
 // later.)
-func (h *heartbeater) beat(ctx context.Context, all bool) {
-	running, inTx := h.rt.set.dueBeats(time.Now(), all, h.every)
+func (h *heartbeater) beat(ctx context.Context, woken bool) {
+	running, inTx := h.rt.set.dueBeats(time.Now(), woken, h.every)
 	if len(inTx.attempts) > 0 {
 		h.extendInTx(ctx, inTx)
 	}

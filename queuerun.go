@@ -100,6 +100,7 @@ func (q *queueRun) onMessage(m message) {
 		q.wantLimits.Store(true)
 		rt.w.claim.signal()
 		rt.w.maintain.signal()
+		rt.set.beatEverything()
 		rt.w.beat.signal()
 		if m.kind == msgResync {
 			rt.w.reconnected.signal() // the database is back: retry a failed claim now
