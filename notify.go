@@ -27,8 +27,8 @@ type notifier struct {
 	log  func(err error)
 
 	mu      sync.Mutex
-	last    map[string]time.Time     // queue → when its latest notification was sent or decided
-	pending map[trailKey]*trailPlace // trailing messages armed and not yet sent
+	last    map[string]time.Time // queue → when its latest notification was sent or decided
+	pending map[trailKey]linePos // trailing messages armed and not yet sent: the first place each announces
 	closed  bool
 	timers  sync.WaitGroup
 }
@@ -39,11 +39,8 @@ type trailKey struct {
 	status Status
 }
 
-// trailPlace is the first place in line of the jobs a trailing message announces.
-type trailPlace struct{ first linePos }
-
 func newNotifier(send func(context.Context, string) error, log func(error)) *notifier {
-	return &notifier{send: send, log: log, last: make(map[string]time.Time), pending: make(map[trailKey]*trailPlace)}
+	return &notifier{send: send, log: log, last: make(map[string]time.Time), pending: make(map[trailKey]linePos)}
 }
 
 // inline reports whether an enqueue to queue starting now should notify in its own statement.
@@ -65,19 +62,20 @@ func (n *notifier) inline(queue string) bool {
 func (n *notifier) committed(queue string, status Status, place linePos) {
 	key := trailKey{queue, status}
 	n.mu.Lock()
-	armed, closed := n.pending[key], n.closed
+	first, armed := n.pending[key]
+	closed := n.closed
 	switch {
-	case armed != nil:
-		if place.before(armed.first) {
-			armed.first = place
+	case armed:
+		if place.before(first) {
+			n.pending[key] = place
 		}
 	case !closed:
-		n.pending[key] = &trailPlace{first: place}
+		n.pending[key] = place
 		n.timers.Add(1)
 		time.AfterFunc(max(0, notifyWindow-time.Since(n.last[queue])), func() {
 			defer n.timers.Done()
 			n.mu.Lock()
-			first := n.pending[key].first
+			first := n.pending[key]
 			delete(n.pending, key)
 			n.last[queue] = time.Now()
 			n.mu.Unlock()
@@ -85,7 +83,7 @@ func (n *notifier) committed(queue string, status Status, place linePos) {
 		})
 	}
 	n.mu.Unlock()
-	if armed == nil && closed {
+	if !armed && closed {
 		n.deliver(wakeMessage(status, queue, place))
 	}
 }
