@@ -46,6 +46,13 @@ func aheadMain() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	var aheadWait time.Duration
+	if v := os.Getenv("PGQUEUE_AHEAD_WAIT"); v != "" {
+		if aheadWait, err = time.ParseDuration(v); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
 	released := make(chan struct{})
 	go func() {
 		in := bufio.NewScanner(os.Stdin)
@@ -75,6 +82,13 @@ func aheadMain() int {
 	}
 	var out sync.Mutex
 	w := must(q.NewWorker(func(ctx context.Context, job *Job[int]) error {
+		if aheadWait != 0 {
+			// Set before any job claimed ahead has waited long: the first handlers run quick jobs.
+			set := job.held.q.rt.set
+			set.mu.Lock()
+			set.aheadWait = aheadWait
+			set.mu.Unlock()
+		}
 		out.Lock()
 		fmt.Printf("start %s %d\n", job.ID, job.Payload)
 		out.Unlock()
@@ -114,10 +128,18 @@ type aheadStart struct {
 // startAhead starts a worker process of queue with concurrency slots and a lease of lock.
 func startAhead(t *testing.T, b *bundle, queue string, concurrency int, lock time.Duration) *aheadProc {
 	t.Helper()
+	return startAheadWaiting(t, b, queue, concurrency, lock, 0)
+}
+
+// startAheadWaiting is startAhead with jobs claimed ahead waiting up to wait for a slot before
+// they go back (0: aheadWaitMax), so that a test can act while the process holds them.
+func startAheadWaiting(t *testing.T, b *bundle, queue string, concurrency int, lock, wait time.Duration) *aheadProc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=ahead", "PGQUEUE_TEST_DSN="+testDSN,
 		"PGQUEUE_TEST_SCHEMA="+b.schema, "PGQUEUE_AHEAD_QUEUE="+queue,
-		"PGQUEUE_AHEAD_CONCURRENCY="+strconv.Itoa(concurrency), "PGQUEUE_AHEAD_LOCK="+lock.String())
+		"PGQUEUE_AHEAD_CONCURRENCY="+strconv.Itoa(concurrency), "PGQUEUE_AHEAD_LOCK="+lock.String(),
+		"PGQUEUE_AHEAD_WAIT="+wait.String())
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -229,7 +251,8 @@ func TestClaimedAheadLosesNoAttemptWhenItsProcessDies(t *testing.T) {
 	b := setup(t)
 	q := newQueue[int](t, b.client, "ahead-killed")
 	blocking := aheadBacklog(t, q, 300, 20, 1)
-	p := startAhead(t, b, q.Name(), 2, time.Minute)
+	// The jobs claimed ahead wait for the kill, not aheadWaitMax: they are still held when it comes.
+	p := startAheadWaiting(t, b, q.Name(), 2, time.Minute, time.Hour)
 	started := waitHeldAhead(t, b, p, q.Name(), 2)
 	// The starts of the blocked jobs are recorded by the time their handlers have run a moment.
 	waitFor(t, 10*time.Second, "the blocked jobs' starts to be recorded", func() bool {
@@ -404,7 +427,8 @@ func TestPauseStopsJobsClaimedAhead(t *testing.T) {
 	b := setup(t)
 	q := newQueue[int](t, b.client, "ahead-paused")
 	aheadBacklog(t, q, 300, 20, 3)
-	p := startAhead(t, b, q.Name(), 2, time.Minute)
+	// The jobs claimed ahead wait for the pause, not aheadWaitMax: it is the pause that sends them back.
+	p := startAheadWaiting(t, b, q.Name(), 2, time.Minute, time.Hour)
 	waitHeldAhead(t, b, p, q.Name(), 2)
 	if err := q.Pause(t.Context()); err != nil {
 		t.Fatal(err)
