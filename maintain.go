@@ -346,7 +346,8 @@ func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult
 	b := &pgx.Batch{}
 	if len(n.rescue) > 0 {
 		b.Queue(rescueSQL, n.rescue, rescueBatch, maxErrorsKept)
-		b.Queue(pruneSQL, n.rescue, completed, failed, cancelled, pruneBatch)
+		b.Queue(historyMoveSQL, n.rescue, completed, failed, cancelled, historyBatch,
+			rt.c.historyDelay.Microseconds(), rt.history.partitionsEnd())
 	}
 	if len(n.promote) > 0 {
 		b.Queue(promoteSQL, n.promote, promoteBatch)
@@ -417,7 +418,7 @@ func readHeads(br pgx.BatchResults, found map[string]*upkeepResult) error {
 	return nil
 }
 
-// readRescued reads what rescue.sql and prune.sql did, logging it.
+// readRescued reads what rescue.sql and history_move.sql did, logging it.
 func readRescued(rt *runtime, br pgx.BatchResults, found map[string]*upkeepResult) error {
 	var queue string
 	var available, failed, notified int
@@ -433,12 +434,13 @@ func readRescued(rt *runtime, br pgx.BatchResults, found map[string]*upkeepResul
 	if err != nil {
 		return fmt.Errorf("pgqueue: rescue: %w", err)
 	}
-	var pruned int
-	if err := br.QueryRow().Scan(&pruned); err != nil {
-		return fmt.Errorf("pgqueue: prune: %w", err)
+	var moved, pruned int
+	if err := br.QueryRow().Scan(&moved, &pruned); err != nil {
+		return fmt.Errorf("pgqueue: move finished jobs into the history: %w", err)
 	}
-	if pruned > 0 {
-		rt.c.cfg.Logger.Debug("pgqueue: pruned finished jobs past their retention", "jobs", pruned)
+	if moved+pruned > 0 {
+		rt.c.cfg.Logger.Debug("pgqueue: moved finished jobs into the history, and deleted those past their retention",
+			"moved", moved, "deleted", pruned)
 	}
 	return nil
 }

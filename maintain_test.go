@@ -90,23 +90,25 @@ func TestRetention(t *testing.T) {
 	}
 }
 
-// A prune that finds nothing past retention reads next to nothing, however many finished jobs
-// its queue keeps: each status is a range of the finished-jobs index, not one scan of the queue's
-// part of it filtered by an OR of the three (which read every kept job, once per poll).
-func TestPrunePlanReadsOnlyWhatIsPast(t *testing.T) {
+// A move into the history that finds nothing due reads next to nothing, however many finished
+// jobs its queue holds that finished moments ago: each status is a range of the finished-jobs
+// index, not one scan of the queue's part of it filtered by an OR of the three (which read every
+// kept job, once per poll).
+func TestHistoryMovePlanReadsOnlyWhatIsDue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, finished_at)
-		SELECT gen_random_uuid(), 'kept', 'failed', '0', now() - interval '1 hour' FROM generate_series(1, 50000)`)
+		SELECT gen_random_uuid(), 'kept', 'failed', '0', now() FROM generate_series(1, 50000)`)
 	b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload)
 		SELECT gen_random_uuid(), 'kept', 'available', '0' FROM generate_series(1, 100000)`)
 	b.exec("ANALYZE pgqueue_jobs")
 	week := (7 * 24 * time.Hour).Microseconds()
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		plan, buffers := explainBuffers(t, b, mode, pruneSQL, []string{"kept"}, []*int64{nil}, []int64{week}, []int64{week}, pruneBatch)
-		t.Logf("%s: a prune of a queue keeping 50,000 failed jobs touched %d buffers", mode, buffers)
+		plan, buffers := explainBuffers(t, b, mode, historyMoveSQL, []string{"kept"}, []*int64{nil}, []int64{week},
+			[]int64{week}, historyBatch, historyDelay.Microseconds(), time.Now().Add(30*24*time.Hour))
+		t.Logf("%s: a move of a queue holding 50,000 failed jobs that just finished touched %d buffers", mode, buffers)
 		if buffers > 100 {
-			t.Fatalf("%s: a prune with nothing past retention touched %d buffers:\n%s", mode, buffers, plan)
+			t.Fatalf("%s: a move with nothing due touched %d buffers:\n%s", mode, buffers, plan)
 		}
 	}
 }

@@ -201,6 +201,9 @@ type Client struct {
 	// tests set them, to see a holder without waiting a minute.
 	horizonMinAge   time.Duration
 	horizonMinXacts int64
+	// historyDelay is how long a finished job stays in pgqueue_jobs before it moves into the
+	// history: historyDelay, unless a test sets it shorter.
+	historyDelay time.Duration
 }
 
 // NewClient returns a Client that works through pool. A nil cfg means defaults. NewClient does
@@ -224,12 +227,13 @@ func NewClient(pool *pgxpool.Pool, cfg *Config) (*Client, error) {
 	logs := &logQueue{}
 	c.Logger = logs.logger(c.Logger)
 	client := &Client{
-		logs:     logs,
-		pool:     pool,
-		cfg:      c,
-		ids:      idSource{entropy: ulid.Monotonic(rand.Reader, 0)},
-		listener: newListener(pool, c),
-		done:     make(chan struct{}),
+		logs:         logs,
+		pool:         pool,
+		cfg:          c,
+		ids:          idSource{entropy: ulid.Monotonic(rand.Reader, 0)},
+		listener:     newListener(pool, c),
+		done:         make(chan struct{}),
+		historyDelay: historyDelay,
 	}
 	client.notifier = newNotifier(
 		func(ctx context.Context, msg string) error {

@@ -113,10 +113,11 @@ func (b *bundle) exec(sql string, args ...any) {
 	}
 }
 
-// count returns the number of jobs matching a condition on pgqueue_jobs.
+// count returns the number of jobs matching a condition, in pgqueue_jobs and in the history
+// (pgqueue_all_jobs).
 func (b *bundle) count(where string, args ...any) int {
 	b.t.Helper()
-	return b.countIn("pgqueue_jobs", where, args...)
+	return b.countIn("pgqueue_all_jobs", where, args...)
 }
 
 // countIn counts the rows of table that where keeps.

@@ -76,6 +76,12 @@ var (
 	xactIDSQL string
 	//go:embed sql/lost_after_rollback.sql
 	lostAfterRollbackSQL string
+	//go:embed sql/history_drop.sql
+	historyDropSQL string
+	//go:embed sql/history_extend.sql
+	historyExtendSQL string
+	//go:embed sql/history_move.sql
+	historyMoveSQL string
 	//go:embed sql/hold_row.sql
 	holdRowSQL string
 	//go:embed sql/job.sql
@@ -90,7 +96,7 @@ var (
 	listScheduledSQL string
 	//go:embed sql/lost_status.sql
 	lostStatusSQL string
-	//go:embed sql/migrate_lock_timeout.sql
+	//go:embed sql/lock_timeout.sql
 	setLockTimeoutSQL string
 	//go:embed sql/migrate_lock.sql
 	migrateLockSQL string
@@ -106,8 +112,6 @@ var (
 	nowSQL string
 	//go:embed sql/promote.sql
 	promoteSQL string
-	//go:embed sql/prune.sql
-	pruneSQL string
 	//go:embed sql/record_rate_starts.sql
 	recordRateStartsSQL string
 	//go:embed sql/record_starts.sql

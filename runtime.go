@@ -14,7 +14,7 @@ import (
 // state and sleeps on its own wake-up (w): the attempt set (attempts.go), whose lock is the only
 // shared one; the handler pool (handlers.go); the claimer (claimer.go), the heartbeater
 // (heartbeat.go), the completer (complete.go), the maintainer (maintain.go), the resolver
-// (resolver.go) and the scheduler (scheduler.go). It starts them, stops them in order, and holds what they share: the client,
+// (resolver.go), the history's keeper (history.go) and the scheduler (scheduler.go). It starts them, stops them in order, and holds what they share: the client,
 // the queues, and the reports of runtime errors.
 type runtime struct {
 	c      *Client
@@ -28,6 +28,7 @@ type runtime struct {
 	heart     *heartbeater
 	completer *completer
 	maint     *maintainer
+	history   *historyKeeper
 	periodics []*periodicSpec // declared on the workers: the scheduler's
 }
 
@@ -65,6 +66,7 @@ func newRuntime(c *Client, specs []*workerSpec) *runtime {
 	rt.heart = newHeartbeater(rt)
 	rt.completer = newCompleter(rt)
 	rt.maint = newMaintainer(rt)
+	rt.history = newHistoryKeeper(rt)
 	return rt
 }
 
@@ -88,6 +90,7 @@ func (rt *runtime) run(ctx context.Context) error {
 	var maintenance sync.WaitGroup
 	maintenance.Go(func() { rt.maint.loop(ctx) })
 	maintenance.Go(func() { newResolver(rt).loop(ctx) })
+	maintenance.Go(func() { rt.history.loop(ctx) })
 	if len(rt.periodics) > 0 {
 		maintenance.Go(func() { newScheduler(rt, rt.periodics).loop(ctx) })
 	}

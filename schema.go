@@ -13,7 +13,7 @@ import (
 // SchemaVersion is the pgqueue schema version this code needs: the version of the latest
 // migration in Migrations. A schema states its version with the function
 // pgqueue_schema_version(), which every pgqueue migration from 20261201140000 on maintains.
-const SchemaVersion int64 = 20261213120000
+const SchemaVersion int64 = 20261214120000
 
 // ErrSchemaVersion is wrapped by the errors that say the database's schema is not the one this
 // pgqueue needs: the search_path names no schema that exists, the schema has no pgqueue tables,

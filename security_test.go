@@ -177,7 +177,19 @@ GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_notify(text), %[1]s.pgqueue_channel(), %
     %[1]s.pgqueue_count_moves(text[], text[], text[]), %[1]s.pgqueue_capped_take(text, integer),
     %[1]s.pgqueue_wake_held(text[]), %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz),
     %[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer, uuid[], text),
-    %[1]s.pgqueue_lock_parents(uuid[]), %[1]s.pgqueue_ulid(uuid), %[1]s.pgqueue_line_place(integer, uuid) TO %[2]s`
+    %[1]s.pgqueue_lock_parents(uuid[]), %[1]s.pgqueue_ulid(uuid), %[1]s.pgqueue_line_place(integer, uuid) TO %[2]s;
+GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_history TO %[2]s;
+GRANT SELECT ON %[1]s.pgqueue_all_jobs TO %[2]s;
+GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_ulid_time(uuid), %[1]s.pgqueue_history_job(uuid),
+    %[1]s.pgqueue_history_extend(timestamptz), %[1]s.pgqueue_history_drop() TO %[2]s`
+
+// historyGrants is the part of leastPrivilegeGrants that names what the history's migration
+// (20261214120000) added.
+const historyGrants = `;
+GRANT SELECT, INSERT, UPDATE, DELETE ON %[1]s.pgqueue_history TO %[2]s;
+GRANT SELECT ON %[1]s.pgqueue_all_jobs TO %[2]s;
+GRANT EXECUTE ON FUNCTION %[1]s.pgqueue_ulid_time(uuid), %[1]s.pgqueue_history_job(uuid),
+    %[1]s.pgqueue_history_extend(timestamptz), %[1]s.pgqueue_history_drop() TO %[2]s`
 
 // pgqueueFunctions are the functions the migrations create that statements call, as
 // regprocedure text: all but the trigger functions (a trigger runs its function whatever the
@@ -186,7 +198,13 @@ var pgqueueFunctions = []string{"pgqueue_notify(text)", "pgqueue_channel()", "pg
 	"pgqueue_count_moves(text[],text[],text[])", "pgqueue_capped_take(text,integer)", "pgqueue_wake_held(text[])",
 	"pgqueue_start_holds(pgqueue_starts,timestamp with time zone)",
 	"pgqueue_add_job(text,jsonb,timestamp with time zone,integer,integer,text,text,integer,jsonb,interval,integer,uuid[],text)",
-	"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)", "pgqueue_line_place(integer,uuid)"}
+	"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)", "pgqueue_line_place(integer,uuid)",
+	"pgqueue_ulid_time(uuid)", "pgqueue_history_job(uuid)", "pgqueue_history_extend(timestamp with time zone)",
+	"pgqueue_history_drop()"}
+
+// definerFunctions are those of pgqueueFunctions that run as their owner, whose EXECUTE PUBLIC
+// does not hold.
+var definerFunctions = []string{"pgqueue_history_extend(timestamp with time zone)", "pgqueue_history_drop()"}
 
 // newRole creates a login role that holds nothing, dropped (with what it owns and its grants)
 // when the test ends, and returns its name.
@@ -215,7 +233,7 @@ func newRole(t *testing.T, b *bundle) string {
 // upgrade. A queue's claims held back when it runs stay marked. So with the function
 // pgqueue_start_holds of 20261210120000, pgqueue_add_job of 20261211120000 for the roles that
 // may insert jobs, the tables and functions of workflows (20261212120000, 20261212140000), and
-// pgqueue_line_place of 20261213120000.
+// pgqueue_line_place of 20261213120000, and the history of 20261214120000.
 func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 	t.Parallel()
 	b := &bundle{t: t, schema: newSchema(t)}
@@ -225,12 +243,14 @@ func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	role := newRole(t, b)
-	before := strings.Replace(leastPrivilegeGrants, ", %[1]s.pgqueue_claims_held,\n    %[1]s.pgqueue_workflows, "+
+	before := strings.Replace(leastPrivilegeGrants, historyGrants, "", 1)
+	before = strings.Replace(before, ", %[1]s.pgqueue_claims_held,\n    %[1]s.pgqueue_workflows, "+
 		"%[1]s.pgqueue_workflow_jobs, %[1]s.pgqueue_deps, %[1]s.pgqueue_ended", "", 1)
 	before = strings.Replace(before, ", %[1]s.pgqueue_start_holds(%[1]s.pgqueue_starts, timestamptz),\n    "+
 		"%[1]s.pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer, uuid[], text),\n    "+
 		"%[1]s.pgqueue_lock_parents(uuid[]), %[1]s.pgqueue_ulid(uuid), %[1]s.pgqueue_line_place(integer, uuid)", "", 1)
-	if strings.Contains(before, "workflow") || strings.Contains(before, "add_job") || strings.Contains(before, "line_place") {
+	if strings.Contains(before, "workflow") || strings.Contains(before, "add_job") || strings.Contains(before, "line_place") ||
+		strings.Contains(before, "history") {
 		t.Fatalf("the grants before the upgrade still name what it adds:\n%s", before)
 	}
 	b.exec(fmt.Sprintf(before, pgx.Identifier{b.schema}.Sanitize(), pgx.Identifier{role}.Sanitize()))
@@ -252,13 +272,15 @@ func TestLeastPrivilegeAcrossUpgrade(t *testing.T) {
 		t.Fatalf("after the upgrade the role may not execute pgqueue_start_holds (%v)", err)
 	}
 	for _, f := range []string{"pgqueue_add_job(text, jsonb, timestamptz, integer, integer, text, text, integer, jsonb, interval, integer, uuid[], text)",
-		"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)", "pgqueue_line_place(integer,uuid)"} {
+		"pgqueue_lock_parents(uuid[])", "pgqueue_ulid(uuid)", "pgqueue_line_place(integer,uuid)",
+		"pgqueue_ulid_time(uuid)", "pgqueue_history_job(uuid)", "pgqueue_history_extend(timestamp with time zone)",
+		"pgqueue_history_drop()"} {
 		fn = pgx.Identifier{b.schema}.Sanitize() + "." + f
 		if err := b.pool.QueryRow(ctx, "SELECT has_function_privilege($1, $2, 'EXECUTE')", role, fn).Scan(&held); err != nil || !held {
 			t.Fatalf("after the upgrade the role may not execute %s (%v)", f, err)
 		}
 	}
-	for _, table := range []string{"pgqueue_workflows", "pgqueue_workflow_jobs", "pgqueue_deps", "pgqueue_ended"} {
+	for _, table := range []string{"pgqueue_workflows", "pgqueue_workflow_jobs", "pgqueue_deps", "pgqueue_ended", "pgqueue_history"} {
 		for _, privilege := range []string{"SELECT", "INSERT", "UPDATE", "DELETE"} {
 			var ok bool
 			name := pgx.Identifier{b.schema}.Sanitize() + "." + table
@@ -306,8 +328,11 @@ func TestLeastPrivilege(t *testing.T) {
 	if want := slices.Sorted(slices.Values(pgqueueFunctions)); !slices.Equal(called, want) {
 		t.Fatalf("the schema's functions that statements call are %v; pgqueueFunctions (and the grants of docs/migrations.md, \"Least privilege\") say %v", called, want)
 	}
-	if n := executable(); n != len(pgqueueFunctions) {
-		t.Fatalf("a new role may execute %d of the %d functions by default, want all (PUBLIC)", n, len(pgqueueFunctions))
+	// All but the history's two SECURITY DEFINER functions, which make and drop tables as their
+	// owner: migration 20261214120000 grants them to the roles that may change jobs, not PUBLIC.
+	if n := executable(); n != len(pgqueueFunctions)-len(definerFunctions) {
+		t.Fatalf("a new role may execute %d of the %d functions by default, want all but the %d SECURITY DEFINER ones (PUBLIC)",
+			n, len(pgqueueFunctions), len(definerFunctions))
 	}
 	for _, f := range pgqueueFunctions {
 		b.exec("REVOKE EXECUTE ON FUNCTION " + pgx.Identifier{b.schema}.Sanitize() + "." + f + " FROM PUBLIC")

@@ -27,10 +27,10 @@ const (
 
 // Limits on what one statement of the runtime touches, and on what it keeps of errors.
 const (
-	promoteBatch   = 1000 // due scheduled jobs made available per statement
-	rescueBatch    = 1000 // expired leases taken back per statement
-	pruneBatch     = 1000 // finished jobs past retention deleted per statement, of each status and queue
-	maxErrorsKept  = 50   // entries kept in pgqueue_jobs.errors
+	promoteBatch = 1000 // due scheduled jobs made available per statement
+	rescueBatch  = 1000 // expired leases taken back per statement
+
+	maxErrorsKept  = 50 // entries kept in pgqueue_jobs.errors
 	maxErrorBytes  = 8 << 10
 	maxStackBytes  = 16 << 10
 	maxConcurrency = 10000
