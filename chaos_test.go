@@ -399,13 +399,14 @@ func chaosKilledWorkers(t *testing.T, concurrency, heldPerKill int) {
 		len(lockLost), unexplained, elapsed.Round(time.Millisecond))
 }
 
-// chaosSnapshot returns every row of pgqueue_jobs as text, in id order.
+// chaosSnapshot returns every job as text, in id order, wherever it is (pgqueue_all_jobs: a job
+// that moves into the history meanwhile is the same job).
 func chaosSnapshot(b *bundle) string {
 	b.t.Helper()
 	var s string
 	err := b.pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(concat_ws('|', id, status, attempt,
 		lock_token, lock_until, locked_by, run_at, attempted_at, finished_at, errors::text, payload::text), E'\n' ORDER BY id), '')
-		FROM pgqueue_jobs`).Scan(&s)
+		FROM pgqueue_all_jobs`).Scan(&s)
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -353,7 +353,7 @@ func (c *limitsChaos) enqueue() {
 func (c *limitsChaos) completed() int {
 	var n int
 	if err := c.b.pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM pgqueue_jobs WHERE status = 'completed'`).Scan(&n); err != nil {
+		`SELECT count(*) FROM pgqueue_all_jobs WHERE status = 'completed'`).Scan(&n); err != nil {
 		return -1
 	}
 	return n
@@ -489,7 +489,7 @@ func (c *limitsChaos) limitsRuns() []limitsRun {
 // (not taken back after their lease ran out).
 func (c *limitsChaos) failedAttempts() map[ulid.ULID]map[int]bool {
 	rows, err := c.b.pool.Query(c.t.Context(), `SELECT j.id, (e->>'attempt')::int
-		FROM pgqueue_jobs AS j, jsonb_array_elements(coalesce(j.errors, '[]')) AS e
+		FROM pgqueue_all_jobs AS j, jsonb_array_elements(coalesce(j.errors, '[]')) AS e
 		WHERE e->>'error' NOT LIKE 'lock expired%'`)
 	if err != nil {
 		c.t.Fatal(err)
@@ -651,7 +651,7 @@ func (c *limitsChaos) checkRates(starts map[string][]loggedStart) string {
 		}
 	}
 	var attempts int
-	if err := c.b.pool.QueryRow(t.Context(), `SELECT coalesce(sum(attempt), 0) FROM pgqueue_jobs WHERE queue = 'rated'`).
+	if err := c.b.pool.QueryRow(t.Context(), `SELECT coalesce(sum(attempt), 0) FROM pgqueue_all_jobs WHERE queue = 'rated'`).
 		Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}
@@ -704,7 +704,7 @@ func (c *limitsChaos) describe(id ulid.ULID, runs []limitsRun) string {
 			r.attempt, r.started.Format(limitsClock), r.ended.Format(limitsClock))
 	}
 	var errs string
-	_ = c.b.pool.QueryRow(context.Background(), "SELECT coalesce(errors::text, '') FROM pgqueue_jobs WHERE id = $1",
+	_ = c.b.pool.QueryRow(context.Background(), "SELECT coalesce(errors::text, '') FROM pgqueue_all_jobs WHERE id = $1",
 		[16]byte(id)).Scan(&errs)
 	fmt.Fprintf(&b, "  errors: %s\n", errs)
 	c.out.mu.Lock()

@@ -38,8 +38,8 @@ type Config struct {
 	// fail with ErrPayloadTooLarge before anything is written. Defaults to MaxPayloadBytesDefault.
 	MaxPayloadBytes int
 
-	// Retention says how long finished jobs stay in the table before workers prune them.
-	// Defaults: completed jobs are deleted at once, failed and cancelled ones kept 7 days.
+	// Retention says how long finished jobs are kept before they are deleted. Defaults:
+	// completed jobs are deleted at once, failed and cancelled ones kept 7 days.
 	Retention Retention
 
 	// QueueRetention overrides Retention for the queues it names. Give every process the same
@@ -88,9 +88,13 @@ const (
 	KeepForever time.Duration = -1
 )
 
-// Retention says how long finished jobs stay in pgqueue_jobs. A finished job past its period is
-// deleted, in small batches, by the workers of its queue. A negative period (KeepForever) keeps
-// jobs for ever.
+// Retention says how long finished jobs are kept. A finished job that is kept moves from
+// pgqueue_jobs into pgqueue_history, partitioned by the day its period runs out, a minute after
+// it finished (or once its period has run out, if that is sooner), moved in small batches by the
+// workers of its queue; the history's partitions are dropped whole once their day has passed, so
+// a job may be kept up to a day longer than its period. A negative period (KeepForever) keeps
+// jobs for ever. A period applies to the jobs that finish after it is set: a job in the history
+// keeps the day it was given. See docs/operations.md, "Retention".
 type Retention struct {
 	// Completed is how long succeeded jobs are kept (status completed). Defaults to 0: a job
 	// that succeeds is deleted at once.

@@ -2,12 +2,13 @@
 -- and up to $5 cancelled ones, finished at least $6 µs ago, from pgqueue_jobs into
 -- pgqueue_history (see migration 20261214120000), each with the expiry its queue's retention of
 -- its status gives it ($2, $3, $4, in µs, arrays beside $1; a NULL element keeps them for ever:
--- 'infinity'): finished_at + the retention. A job whose expiry has passed is
--- deleted instead; one whose expiry lies at or past $7, the end of the partitions made so far
--- (NULL: none made), stays where it is until they reach it. A step of a workflow stays until its
--- workflow has finished: its result and its end are what its dependents and the workflow's view
--- read (one look-up of the workflow's primary key per such job). Rows another process holds are
--- skipped. Returns how many jobs it moved and how many it deleted.
+-- 'infinity'): finished_at + the retention. A job whose expiry has passed is deleted instead,
+-- and one whose retention is shorter than $6 goes once it has passed; one whose expiry lies at
+-- or past $7, the end of the partitions made so far (NULL: none made), stays where it is until
+-- they reach it. A step of a workflow stays until its workflow has finished: its result and its
+-- end are what its dependents and the workflow's view read (one look-up of the workflow's
+-- primary key per such job). Rows another process holds are skipped. Returns how many jobs it
+-- moved and how many it deleted.
 -- The counts stay as they are for a job moved: the delete from pgqueue_jobs subtracts it (its
 -- statement trigger), the insert adds it back here (counted: the insert trigger skips it).
 -- Each status is a range scan of its own of pgqueue_jobs_finished_idx (queue, status,
@@ -22,7 +23,7 @@ WITH x AS (
     FROM x, LATERAL (SELECT ctid, coalesce(finished_at + x.completed_us * interval '1 microsecond', 'infinity') AS expires
                      FROM pgqueue_jobs
                      WHERE queue = x.queue AND status = 'completed'
-                       AND finished_at < now() - $6::bigint * interval '1 microsecond'
+                       AND finished_at < now() - least($6::bigint, x.completed_us) * interval '1 microsecond'
                        AND (workflow IS NULL OR EXISTS (SELECT 1 FROM pgqueue_workflows AS w
                                                         WHERE w.id = workflow AND w.finished_at IS NOT NULL))
                      LIMIT $5 FOR UPDATE SKIP LOCKED) AS c
@@ -31,7 +32,7 @@ WITH x AS (
     FROM x, LATERAL (SELECT ctid, coalesce(finished_at + x.failed_us * interval '1 microsecond', 'infinity') AS expires
                      FROM pgqueue_jobs
                      WHERE queue = x.queue AND status = 'failed'
-                       AND finished_at < now() - $6::bigint * interval '1 microsecond'
+                       AND finished_at < now() - least($6::bigint, x.failed_us) * interval '1 microsecond'
                        AND (workflow IS NULL OR EXISTS (SELECT 1 FROM pgqueue_workflows AS w
                                                         WHERE w.id = workflow AND w.finished_at IS NOT NULL))
                      LIMIT $5 FOR UPDATE SKIP LOCKED) AS c
@@ -40,7 +41,7 @@ WITH x AS (
     FROM x, LATERAL (SELECT ctid, coalesce(finished_at + x.cancelled_us * interval '1 microsecond', 'infinity') AS expires
                      FROM pgqueue_jobs
                      WHERE queue = x.queue AND status = 'cancelled'
-                       AND finished_at < now() - $6::bigint * interval '1 microsecond'
+                       AND finished_at < now() - least($6::bigint, x.cancelled_us) * interval '1 microsecond'
                        AND (workflow IS NULL OR EXISTS (SELECT 1 FROM pgqueue_workflows AS w
                                                         WHERE w.id = workflow AND w.finished_at IS NOT NULL))
                      LIMIT $5 FOR UPDATE SKIP LOCKED) AS c
