@@ -92,7 +92,13 @@ func (h *historyKeeper) keep(ctx context.Context) (bool, error) {
 	if end == nil {
 		return false, nil
 	}
-	h.end.Store(end)
+	if h.end.Swap(end) == nil {
+		// The first partitions: the jobs the maintainer left for want of them may move now.
+		for _, q := range h.rt.queues {
+			q.wantMove.Store(true)
+		}
+		h.rt.w.maintain.signal()
+	}
 	var dropped *int64
 	err = h.inTx(ctx, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, historyDropSQL).Scan(&dropped)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // toHistory moves every finished job of the bundle's schema into the history at once, as the
@@ -45,13 +47,16 @@ func (b *bundle) toHistory() int {
 	}
 	total := 0
 	for {
-		var moved, deleted int
-		if err := b.pool.QueryRow(ctx, historyMoveSQL, queues, each(day), each(week), each(week), historyBatch,
-			int64(0), end).Scan(&moved, &deleted); err != nil {
+		rows, _ := b.pool.Query(ctx, historyMoveSQL, queues, each(day), each(week), each(week), historyBatch, int64(0), end)
+		var queue string
+		var moved, deleted, round int
+		if _, err := pgx.ForEachRow(rows, []any{&queue, &moved, &deleted}, func() error {
+			total, round = total+moved, round+moved+deleted
+			return nil
+		}); err != nil {
 			b.t.Fatalf("move finished jobs into the history: %v", err)
 		}
-		total += moved
-		if moved+deleted == 0 {
+		if round == 0 {
 			return total
 		}
 	}
@@ -210,5 +215,26 @@ func TestHistoryKeeperMakesPartitionsAhead(t *testing.T) {
 	}
 	if done, err := rt.history.keep(t.Context()); err != nil || done {
 		t.Fatalf("keep while another holds the lock = %v, %v; want false, nil", done, err)
+	}
+}
+
+// A backlog of finished jobs larger than a batch moves in one go, batch after batch, not one
+// batch per poll: 3,500 failed jobs, finished two minutes ago, under a poll of an hour.
+func TestHistoryMovesABacklogInOneGo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "backlog")
+	b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, attempt, finished_at)
+		SELECT gen_random_uuid(), 'backlog', 'failed', '0', 1, now() - interval '2 minutes' FROM generate_series(1, 3500)`)
+	startWorker(t, must(q.NewWorker(func(context.Context, *Job[int]) error { return nil },
+		&WorkerOptions{PollInterval: time.Hour})))
+	waitFor(t, 20*time.Second, "the backlog to move into the history", func() bool {
+		return b.countIn("pgqueue_jobs", "queue = 'backlog'") == 0
+	})
+	if n := b.countIn("pgqueue_history", "queue = 'backlog' AND status = 'failed'"); n != 3500 {
+		t.Fatalf("%d jobs in the history, want 3500", n)
+	}
+	if s := queueStats(t, b.client, "backlog"); s.Failed != 3500 {
+		t.Fatalf("the backlog counts %d failed, want 3500", s.Failed)
 	}
 }

@@ -12,7 +12,8 @@ import (
 type upkeep struct {
 	q       *queueRun
 	poll    bool // the safety-net poll: claim afterwards whatever was found
-	rescue  bool // take back expired leases and prune finished jobs past retention
+	rescue  bool // take back expired leases
+	move    bool // move finished jobs into the history, and delete those past retention
 	promote bool // make due scheduled jobs available, and read when the next one is due
 	limits  bool // read whether the queue has limits, and whether it is watched or paused
 	heads   bool // read where its first available job is, for the claim floor
@@ -24,6 +25,7 @@ type upkeep struct {
 // upkeepResult is what the table said to one queue's upkeep.
 type upkeepResult struct {
 	rescued, promoted int
+	moved             int            // finished jobs moved into the history or deleted (read if upkeep.move)
 	nextDue           *time.Duration // until the next scheduled job is due; nil: none
 	way               claimWay       // how the queue's limits have it claimed (read if upkeep.limits)
 	rated             bool           // it has a rate limit (read if upkeep.limits)
@@ -34,7 +36,7 @@ type upkeepResult struct {
 
 // upkeepNames are the queues each statement of an upkeep round trip covers.
 type upkeepNames struct {
-	rescue, promote, limits, heads []string
+	rescue, move, promote, limits, heads []string
 }
 
 // maintainer keeps a runtime's queues in shape, apart from the claim path: promotion of due
@@ -133,18 +135,22 @@ func (m *maintainer) upkeepDue(now time.Time) []upkeep {
 				q.rescueAt.Store(0)
 			}
 			u.rescue = asked || u.poll || qu.owed
+			u.move = u.rescue
 			u.heads = u.poll || qu.owed
 			qu.owed = false
 		case u.poll:
 			qu.owed = true
 		}
+		// A batch that was full goes again at once, paced or not: what holds it back is how many
+		// jobs finished, not a scan that steps over what a held horizon keeps.
+		u.move = q.wantMove.Swap(false) || u.move
 		u.promote = q.wantPromote.Swap(false) || u.poll || (!qu.nextDue.IsZero() && !now.Before(qu.nextDue))
 		u.limits = q.wantLimits.Swap(false) || u.poll
 		u.pauseHeard = q.pauseHeard.Load()
 		if u.poll {
 			qu.nextPoll = now.Add(q.opts.PollInterval)
 		}
-		if u.rescue || u.promote || u.limits || u.heads {
+		if u.rescue || u.move || u.promote || u.limits || u.heads {
 			work = append(work, u)
 		}
 	}
@@ -235,6 +241,9 @@ func (m *maintainer) upkeepFailed(work []upkeep, err error) {
 		if u.rescue {
 			u.q.rescueAt.CompareAndSwap(0, time.Now().UnixNano())
 		}
+		if u.move {
+			u.q.wantMove.Store(true)
+		}
 		if u.heads {
 			m.queues[u.q.index].owed = true
 		}
@@ -272,6 +281,11 @@ func (m *maintainer) maintain(ctx context.Context, work []upkeep) error {
 				u.q.wantPromote.Store(true)
 				m.rt.w.maintain.signal()
 			}
+		}
+		if u.move && r.moved >= historyBatch {
+			// A batch of some status was full, maybe: go again.
+			u.q.wantMove.Store(true)
+			m.rt.w.maintain.signal()
 		}
 		if u.limits {
 			u.q.rated.Store(r.rated)
@@ -329,6 +343,9 @@ func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult
 	for _, u := range work {
 		if u.rescue {
 			n.rescue = append(n.rescue, u.q.name)
+		}
+		if u.move {
+			n.move = append(n.move, u.q.name)
 			c, f, x := rt.c.cfg.retentionOf(u.q.name).pruneArgs()
 			completed, failed, cancelled = append(completed, c), append(failed, f), append(cancelled, x)
 		}
@@ -346,7 +363,9 @@ func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult
 	b := &pgx.Batch{}
 	if len(n.rescue) > 0 {
 		b.Queue(rescueSQL, n.rescue, rescueBatch, maxErrorsKept)
-		b.Queue(historyMoveSQL, n.rescue, completed, failed, cancelled, historyBatch,
+	}
+	if len(n.move) > 0 {
+		b.Queue(historyMoveSQL, n.move, completed, failed, cancelled, historyBatch,
 			rt.c.historyDelay.Microseconds(), rt.history.partitionsEnd())
 	}
 	if len(n.promote) > 0 {
@@ -386,6 +405,11 @@ func readUpkeep(rt *runtime, br pgx.BatchResults, n upkeepNames, found map[strin
 			return err
 		}
 	}
+	if len(n.move) > 0 {
+		if err := readMoved(rt, br, found); err != nil {
+			return err
+		}
+	}
 	if len(n.promote) > 0 {
 		if err := readPromoted(br, found); err != nil {
 			return err
@@ -418,7 +442,7 @@ func readHeads(br pgx.BatchResults, found map[string]*upkeepResult) error {
 	return nil
 }
 
-// readRescued reads what rescue.sql and history_move.sql did, logging it.
+// readRescued reads what rescue.sql did, logging it.
 func readRescued(rt *runtime, br pgx.BatchResults, found map[string]*upkeepResult) error {
 	var queue string
 	var available, failed, notified int
@@ -434,13 +458,22 @@ func readRescued(rt *runtime, br pgx.BatchResults, found map[string]*upkeepResul
 	if err != nil {
 		return fmt.Errorf("pgqueue: rescue: %w", err)
 	}
-	var moved, pruned int
-	if err := br.QueryRow().Scan(&moved, &pruned); err != nil {
+	return nil
+}
+
+// readMoved reads what history_move.sql did to each queue, logging it.
+func readMoved(rt *runtime, br pgx.BatchResults, found map[string]*upkeepResult) error {
+	var queue string
+	var moved, deleted int
+	rows, _ := br.Query()
+	_, err := pgx.ForEachRow(rows, []any{&queue, &moved, &deleted}, func() error {
+		found[queue].moved = moved + deleted
+		rt.byName[queue].log.Debug("pgqueue: moved finished jobs into the history, and deleted those past their retention",
+			"moved", moved, "deleted", deleted)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("pgqueue: move finished jobs into the history: %w", err)
-	}
-	if moved+pruned > 0 {
-		rt.c.cfg.Logger.Debug("pgqueue: moved finished jobs into the history, and deleted those past their retention",
-			"moved", moved, "deleted", pruned)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ type queueRun struct {
 
 	wantClaim   atomic.Bool   // it may have available jobs: claim when a slot is free
 	wantPromote atomic.Bool   // it may have due scheduled jobs, or a new next due time
+	wantMove    atomic.Bool   // the last move into the history took a full batch: go again
 	rescueAt    atomic.Int64  // unix ns after which to look for expired leases; 0: at the poll
 	wantLimits  atomic.Bool   // its limits may have changed: read whether it has any
 	way         atomic.Uint32 // a claimWay: how its limits have it claimed

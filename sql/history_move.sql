@@ -7,8 +7,8 @@
 -- or past $7, the end of the partitions made so far (NULL: none made), stays where it is until
 -- they reach it. A step of a workflow stays until its workflow has finished: its result and its
 -- end are what its dependents and the workflow's view read (one look-up of the workflow's
--- primary key per such job). Rows another process holds are skipped. Returns how many jobs it
--- moved and how many it deleted.
+-- primary key per such job). Rows another process holds are skipped. Returns, for each queue it
+-- moved or deleted jobs of, how many it moved and how many it deleted.
 -- The counts stay as they are for a job moved: the delete from pgqueue_jobs subtracts it (its
 -- statement trigger), the insert adds it back here (counted: the insert trigger skips it).
 -- Each status is a range scan of its own of pgqueue_jobs_finished_idx (queue, status,
@@ -73,7 +73,7 @@ WITH x AS (
 ), recounted AS (
     INSERT INTO pgqueue_count_deltas (queue, status, n)
     SELECT queue, status, count(*) FROM kept GROUP BY queue, status
-    RETURNING n
 )
-SELECT coalesce((SELECT sum(n) FROM recounted), 0)::bigint,
-       (SELECT count(*) FROM moved) - coalesce((SELECT sum(n) FROM recounted), 0)::bigint
+SELECT queue, count(*) FILTER (WHERE expires > now()), count(*) FILTER (WHERE expires <= now())
+FROM moved
+GROUP BY queue
