@@ -40,7 +40,7 @@ type upkeepNames struct {
 }
 
 // maintainer keeps a runtime's queues in shape, apart from the claim path: promotion of due
-// jobs, rescue of expired leases, pruning, and the reads of each queue's row (limits, watch,
+// jobs, rescue of expired leases, the move of finished jobs into the history, and the reads of each queue's row (limits, watch,
 // pause). It owns when each queue's next poll and next due job are, and its watches of the pool
 // and of the count deltas.
 type maintainer struct {
@@ -69,12 +69,13 @@ func newMaintainer(rt *runtime) *maintainer {
 // loop keeps the runtime's queues in shape until ctx ends, apart from the claim path:
 // it promotes scheduled jobs when they fall due (a timer set to the earliest due time, by the
 // database clock) or when a wake-up says the schedule changed; it takes back expired leases and
-// prunes finished jobs at each queue's poll, or one LockDuration after a claim failed, spaced by
-// their own cost while a held MVCC horizon makes them slow (scanPace); and at the
+// moves finished jobs into the history (history.go) at each queue's poll, or one LockDuration
+// after a claim failed, spaced by their own cost while a held MVCC horizon makes them slow
+// (scanPace), and moves again at once after a full batch; and at the
 // poll it makes the claim loop look at the queue, and reads whether the queue has limits and
 // whether it is watched (also when a wake-up says they changed, or the listener connects), and
 // where its first available job is, for the claim floor (floor.go). The work goes in one round
-// trip of at most five statements (rescue, prune, promote, flags, heads), each
+// trip of at most five statements (rescue, move, promote, flags, heads), each
 // covering every queue that needs it, so that 100 idle queues cost what one does. Each time it
 // wakes it also looks whether the pool keeps its callers waiting (poolWatch), and every second it
 // folds the schema's count deltas (countsFold). Every statement skips rows another process holds
@@ -183,7 +184,7 @@ func (m *maintainer) nextUpkeep(retryAt time.Time) time.Time {
 
 // scanPace spaces the maintainer's statements that read what a held MVCC horizon keeps: the
 // rescue of expired leases (pgqueue_jobs_running_idx holds an entry for every job that ran since
-// the horizon stopped, which the rescue visits to find the few whose lease ran out), the prune
+// the horizon stopped, which the rescue visits to find the few whose lease ran out), the move into the history
 // that goes with it, and the read of each line's head (line_heads.sql, which steps over an entry
 // for every job claimed since). Idle or busy, they take a millisecond or so and run at every
 // poll; held for minutes at 1,000 jobs/s, 150-250 ms each, and at every poll they would keep a
@@ -332,7 +333,7 @@ func (m *maintainer) readPaused(u upkeep, paused bool) (resumed bool) {
 	return true
 }
 
-// sendUpkeep sends, in one round trip, the statements of work (rescue and prune, promotion, and
+// sendUpkeep sends, in one round trip, the statements of work (rescue, the move into the history, promotion, and
 // the read of which queues have limits), each covering every queue that needs it, and returns
 // what each queue's upkeep found. It does not let ctx interrupt a statement under way. The
 // maintainer sends it, and so does Worker.WorkOne before its claim.
