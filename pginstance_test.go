@@ -186,6 +186,11 @@ func (p *pgInstance) dsn() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.port)
 }
 
+// dsnOf returns the URL of the instance's database db.
+func (p *pgInstance) dsnOf(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.port, db)
+}
+
 // newPool returns a pool on the instance, closed when the test ends (before the server stops).
 func (p *pgInstance) newPool(maxConns int32) *pgxpool.Pool {
 	p.t.Helper()
