@@ -42,9 +42,9 @@ func TestHistoryAtScale(t *testing.T) {
 	}
 	dsn := pg.dsnOf("scale")
 	type side struct {
-		name   string
-		pool   *pgxpool.Pool
-		client *Client
+		name                        string
+		pool                        *pgxpool.Pool
+		client                      *Client
 		drain, claim, stats, lookup []float64
 	}
 	var sides []*side
