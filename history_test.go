@@ -238,3 +238,30 @@ func TestHistoryMovesABacklogInOneGo(t *testing.T) {
 		t.Fatalf("the backlog counts %d failed, want 3500", s.Failed)
 	}
 }
+
+// A TRUNCATE of either table leaves the counts of what is left in both: of pgqueue_jobs, the
+// history's jobs still count; of the history, the jobs still to run do.
+func TestHistoryCountsThroughTruncate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "truncated")
+	b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, attempt, finished_at)
+		SELECT gen_random_uuid(), 'truncated', 'failed', '0', 1, now() - interval '2 minutes' FROM generate_series(1, 30)`)
+	if n := b.toHistory(); n != 30 {
+		t.Fatalf("%d jobs moved, want 30", n)
+	}
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 5), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.exec("TRUNCATE pgqueue_jobs")
+	if s := queueStats(t, b.client, "truncated"); s.Failed != 30 || s.Available != 0 {
+		t.Fatalf("after TRUNCATE pgqueue_jobs: %d failed, %d available; want 30, 0", s.Failed, s.Available)
+	}
+	if _, err := q.EnqueueMany(t.Context(), make([]int, 5), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.exec("TRUNCATE pgqueue_history")
+	if s := queueStats(t, b.client, "truncated"); s.Failed != 0 || s.Available != 5 {
+		t.Fatalf("after TRUNCATE pgqueue_history: %d failed, %d available; want 0, 5", s.Failed, s.Available)
+	}
+}

@@ -79,11 +79,13 @@ CREATE VIEW pgqueue_all_jobs AS
 COMMENT ON VIEW pgqueue_all_jobs IS 'pgqueue: every job, still to run (expires_at NULL) or in the history';
 
 -- The counting triggers of pgqueue_jobs, on the history: a delete (an operator's, a retry's move
--- back) is counted, and so is a row inserted by hand (counted false).
+-- back) is counted, so is a row inserted by hand (counted false), and a TRUNCATE (see below).
 CREATE TRIGGER pgqueue_count_inserted AFTER INSERT ON pgqueue_history
     FOR EACH ROW WHEN (NOT NEW.counted) EXECUTE FUNCTION pgqueue_count_inserted();
 CREATE TRIGGER pgqueue_count_deleted AFTER DELETE ON pgqueue_history
     REFERENCING OLD TABLE AS pgqueue_old FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_count_deleted();
+CREATE TRIGGER pgqueue_count_truncated AFTER TRUNCATE ON pgqueue_history
+    FOR EACH STATEMENT EXECUTE FUNCTION pgqueue_count_truncated();
 
 -- +goose StatementBegin
 DO $$
@@ -158,6 +160,19 @@ BEGIN
         END LOOP;
         RETURN total;
     END$b$, lock, schema));
+
+    -- A TRUNCATE of either table counts what is left in both (20261202120000's function emptied
+    -- the counts: all there was then). After a TRUNCATE of pgqueue_jobs that is a scan of the
+    -- history, under the lock the TRUNCATE holds until it commits.
+    EXECUTE format($f$
+        CREATE OR REPLACE FUNCTION pgqueue_count_truncated() RETURNS trigger LANGUAGE plpgsql AS %L
+    $f$, format($b$BEGIN
+        DELETE FROM %1$I.pgqueue_count_deltas;
+        DELETE FROM %1$I.pgqueue_counts;
+        INSERT INTO %1$I.pgqueue_counts (queue, status, n)
+        SELECT queue, status, count(*) FROM %1$I.pgqueue_all_jobs GROUP BY queue, status;
+        RETURN NULL;
+    END$b$, schema));
 
     REVOKE ALL ON FUNCTION pgqueue_history_extend(timestamptz), pgqueue_history_drop() FROM PUBLIC;
 
@@ -249,6 +264,20 @@ AS $fn$
     )
     SELECT id, status FROM locked
 $fn$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+DO $$
+BEGIN
+    EXECUTE format($f$
+        CREATE OR REPLACE FUNCTION pgqueue_count_truncated() RETURNS trigger LANGUAGE plpgsql AS %L
+    $f$, format($b$BEGIN
+        DELETE FROM %1$I.pgqueue_count_deltas;
+        DELETE FROM %1$I.pgqueue_counts;
+        RETURN NULL;
+    END$b$, current_schema()));
+END
+$$;
 -- +goose StatementEnd
 
 DROP VIEW pgqueue_all_jobs;
