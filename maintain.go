@@ -40,9 +40,9 @@ type upkeepNames struct {
 }
 
 // maintainer keeps a runtime's queues in shape, apart from the claim path: promotion of due
-// jobs, rescue of expired leases, the move of finished jobs into the history, and the reads of each queue's row (limits, watch,
-// pause). It owns when each queue's next poll and next due job are, and its watches of the pool
-// and of the count deltas.
+// jobs, rescue of expired leases, the move of finished jobs into the history, and the reads of
+// each queue's row (limits, watch, pause). It owns when each queue's next poll and next due job
+// are, and its watches of the pool and of the count deltas.
 type maintainer struct {
 	rt     *runtime
 	queues []queueUpkeep // by queueRun.index
@@ -184,9 +184,10 @@ func (m *maintainer) nextUpkeep(retryAt time.Time) time.Time {
 
 // scanPace spaces the maintainer's statements that read what a held MVCC horizon keeps: the
 // rescue of expired leases (pgqueue_jobs_running_idx holds an entry for every job that ran since
-// the horizon stopped, which the rescue visits to find the few whose lease ran out), the move into the history
-// that goes with it, and the read of each line's head (line_heads.sql, which steps over an entry
-// for every job claimed since). Idle or busy, they take a millisecond or so and run at every
+// the horizon stopped, which the rescue visits to find the few whose lease ran out), the move
+// into the history that goes with it (the finished index keeps an entry of every job moved
+// since), and the read of each line's head (line_heads.sql, which steps over an entry for every
+// job claimed since). Idle or busy, they take a millisecond or so and run at every
 // poll; held for minutes at 1,000 jobs/s, 150-250 ms each, and at every poll they would keep a
 // backend of a two-core server busy a fifth of the time, taking the CPU the queue's claims and
 // settles need. So after a round trip that carried them and took d, they run again no sooner
@@ -333,9 +334,9 @@ func (m *maintainer) readPaused(u upkeep, paused bool) (resumed bool) {
 	return true
 }
 
-// sendUpkeep sends, in one round trip, the statements of work (rescue, the move into the history, promotion, and
-// the read of which queues have limits), each covering every queue that needs it, and returns
-// what each queue's upkeep found. It does not let ctx interrupt a statement under way. The
+// sendUpkeep sends, in one round trip, the statements of work (rescue, the move into the
+// history, promotion, the read of which queues have limits, the heads of the lines), each
+// covering every queue that needs it, and returns what each queue's upkeep found. It does not let ctx interrupt a statement under way. The
 // maintainer sends it, and so does Worker.WorkOne before its claim.
 func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult, error) {
 	var n upkeepNames
