@@ -25,7 +25,7 @@ type upkeep struct {
 // upkeepResult is what the table said to one queue's upkeep.
 type upkeepResult struct {
 	rescued, promoted int
-	moved             int            // finished jobs moved into the history or deleted (read if upkeep.move)
+	moved             int            // finished jobs moved or deleted (read if upkeep.move)
 	nextDue           *time.Duration // until the next scheduled job is due; nil: none
 	way               claimWay       // how the queue's limits have it claimed (read if upkeep.limits)
 	rated             bool           // it has a rate limit (read if upkeep.limits)
@@ -336,8 +336,9 @@ func (m *maintainer) readPaused(u upkeep, paused bool) (resumed bool) {
 
 // sendUpkeep sends, in one round trip, the statements of work (rescue, the move into the
 // history, promotion, the read of which queues have limits, the heads of the lines), each
-// covering every queue that needs it, and returns what each queue's upkeep found. It does not let ctx interrupt a statement under way. The
-// maintainer sends it, and so does Worker.WorkOne before its claim.
+// covering every queue that needs it, and returns what each queue's upkeep found. It does not
+// let ctx interrupt a statement under way. The maintainer sends it, and so does Worker.WorkOne
+// before its claim.
 func sendUpkeep(ctx context.Context, rt *runtime, work []upkeep) ([]upkeepResult, error) {
 	var n upkeepNames
 	var completed, failed, cancelled []*int64
@@ -470,7 +471,7 @@ func readMoved(rt *runtime, br pgx.BatchResults, found map[string]*upkeepResult)
 	rows, _ := br.Query()
 	_, err := pgx.ForEachRow(rows, []any{&queue, &moved, &deleted}, func() error {
 		found[queue].moved = moved + deleted
-		rt.byName[queue].log.Debug("pgqueue: moved finished jobs into the history, and deleted those past their retention",
+		rt.byName[queue].log.Debug("pgqueue: moved finished jobs into the history, deleted those past retention",
 			"moved", moved, "deleted", deleted)
 		return nil
 	})
