@@ -69,8 +69,8 @@ func TestHostileSchemaName(t *testing.T) {
 	migrate(t, pool) // a second run finds its version table in the same schema
 	var tables int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'pgqueue%'`,
-		schema).Scan(&tables); err != nil || tables != 12 {
-		t.Fatalf("%d pgqueue tables in the schema (%v), want 12", tables, err)
+		schema).Scan(&tables); err != nil || tables != 14 {
+		t.Fatalf("%d pgqueue tables in the schema (%v), want 14 (pgqueue_history and its forever partition among them)", tables, err)
 	}
 
 	client, err := NewClient(pool, &Config{Logger: testLogger(t)})
@@ -93,6 +93,14 @@ func TestHostileSchemaName(t *testing.T) {
 	startWorker(t, w)
 	evs.next(t, EventDrained)
 	waitFor(t, 10*time.Second, "the listener to listen", func() bool { return client.listener.pid.Load() != 0 })
+	// The history's keeper makes the partitions in the schema of that name (its functions quote
+	// it), from today on.
+	today := "pgqueue_history_" + time.Now().UTC().Format("20060102")
+	waitFor(t, 10*time.Second, "today's partition of the history", func() bool {
+		var n int
+		err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2", schema, today).Scan(&n)
+		return err == nil && n == 1
+	})
 	changes, err := q.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
