@@ -72,15 +72,17 @@ func (b bulkStatement) of(f JobFilter) string {
 	return b.plain
 }
 
-// withJobFilter returns statement with job_filter.sql's condition in place of /*filter*/ (its
-// header comment dropped), and with workflow_filter.sql's after it, its workflow bound to
-// $workflowParam.
+// withJobFilter returns statement with job_filter.sql's condition in place of each /*filter*/
+// (its header comment dropped), and with workflow_filter.sql's after it, its workflow bound to
+// $workflowParam. A statement that reads the history by id (bulk_delete.sql, bulk_retry.sql)
+// names workflow_filter.sql's condition alone too, /*workflow*/: true for a filter without a
+// workflow.
 func withJobFilter(statement string, workflowParam int) bulkStatement {
 	cond := "(" + sqlCondition(jobFilterSQL) + ")"
-	inFlow := cond + " AND " + strings.ReplaceAll(sqlCondition(workflowFilterSQL), "$W", fmt.Sprintf("$%d", workflowParam))
+	flow := strings.ReplaceAll(sqlCondition(workflowFilterSQL), "$W", fmt.Sprintf("$%d", workflowParam))
 	return bulkStatement{
-		plain:    strings.Replace(statement, "/*filter*/", cond, 1),
-		workflow: strings.Replace(statement, "/*filter*/", "("+inFlow+")", 1),
+		plain:    strings.NewReplacer("/*filter*/", cond, "/*workflow*/", "true").Replace(statement),
+		workflow: strings.NewReplacer("/*filter*/", "("+cond+" AND "+flow+")", "/*workflow*/", "("+flow+")").Replace(statement),
 	}
 }
 

@@ -18,9 +18,15 @@ import (
 func (b *bundle) toHistory() int {
 	b.t.Helper()
 	ctx := context.Background()
+	// A runtime's keeper may hold the partitions' lock for a moment: wait it out.
 	var end *time.Time
-	if err := b.pool.QueryRow(ctx, historyExtendSQL, (30 * 24 * time.Hour).Microseconds()).Scan(&end); err != nil || end == nil {
-		b.t.Fatalf("make the history's partitions: %v (end %v)", err, end)
+	for deadline := time.Now().Add(10 * time.Second); end == nil; time.Sleep(10 * time.Millisecond) {
+		if err := b.pool.QueryRow(ctx, historyExtendSQL, (30 * 24 * time.Hour).Microseconds()).Scan(&end); err != nil {
+			b.t.Fatalf("make the history's partitions: %v", err)
+		}
+		if end == nil && time.Now().After(deadline) {
+			b.t.Fatal("make the history's partitions: another process held their lock for 10 s")
+		}
 	}
 	rows, err := b.pool.Query(ctx, "SELECT DISTINCT queue FROM pgqueue_jobs WHERE status IN ('completed', 'failed', 'cancelled')")
 	if err != nil {
