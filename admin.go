@@ -83,7 +83,7 @@ func cancelJob(ctx context.Context, db querier, id ulid.ULID, queue string) erro
 	var was Status
 	var notified int
 	// The scan replaces queue by the job's own, for the messages below.
-	err := db.QueryRow(ctx, cancelSQL, [16]byte(id), nullIfEmpty(queue)).Scan(&was, &queue, &notified)
+	err := scanByID(ctx, db, cancelSQL, []any{[16]byte(id), nullIfEmpty(queue)}, &was, &queue, &notified)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return wrapf(ErrNotFound, "cancel %s", jobRef(id, queue))
@@ -122,7 +122,7 @@ func (q *Queue[T]) RetryTx(ctx context.Context, tx pgx.Tx, id ulid.ULID) error {
 func retryJob(ctx context.Context, db querier, id ulid.ULID, queue string) error {
 	var was Status
 	var notified int
-	err := db.QueryRow(ctx, retrySQL, [16]byte(id), nullIfEmpty(queue)).Scan(&was, &queue, &notified)
+	err := scanByID(ctx, db, retrySQL, []any{[16]byte(id), nullIfEmpty(queue)}, &was, &queue, &notified)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -169,7 +169,7 @@ func deleteJob(ctx context.Context, db querier, id ulid.ULID, queue string, opts
 	var was Status
 	var deleted bool
 	var notified int
-	err := db.QueryRow(ctx, deleteSQL, [16]byte(id), nullIfEmpty(queue), cancel).Scan(&was, &deleted, &queue, &notified)
+	err := scanByID(ctx, db, deleteSQL, []any{[16]byte(id), nullIfEmpty(queue), cancel}, &was, &deleted, &queue, &notified)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return wrapf(ErrNotFound, "delete %s", jobRef(id, queue))
@@ -179,6 +179,20 @@ func deleteJob(ctx context.Context, db querier, id ulid.ULID, queue string, opts
 		return wrapf(ErrJobRunning, "delete %s", jobRef(id, queue))
 	}
 	return nil
+}
+
+// scanByID runs an operation on one job by its id (cancel.sql, retry.sql, delete.sql) and scans
+// its row; if it found no job, it runs it once more. A job that moved between pgqueue_jobs and
+// the history while the first ran (history.go: a move, or a retry's move back) was gone from the
+// table it was in once the statement had waited for the move's lock, and not yet in the other for
+// the statement's snapshot, taken before the move committed; the next statement's snapshot,
+// taken after, finds it. A statement that found no job changed nothing.
+func scanByID(ctx context.Context, db querier, sql string, args []any, dest ...any) error {
+	err := db.QueryRow(ctx, sql, args...).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = db.QueryRow(ctx, sql, args...).Scan(dest...)
+	}
+	return err
 }
 
 // jobRef names job id of queue (if known) in an error message.

@@ -463,3 +463,58 @@ func TestDependencyOnHistoryParents(t *testing.T) {
 		t.Fatalf("the workflow ended %s, want failed (a step was cancelled)", info.Status)
 	}
 }
+
+// An operation by id on a job that moves into the history while it runs finds it there: it
+// waited for the move's row lock, found the row gone from pgqueue_jobs, and the history's row
+// was not in its snapshot yet; it runs once more.
+func TestOperationDuringTheMove(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	q := newQueue[int](t, b.client, "moving")
+	for _, op := range []string{"delete", "retry"} {
+		t.Run(op, func(t *testing.T) {
+			id := ulid.Make()
+			b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, attempt, finished_at)
+				VALUES ($1, 'moving', 'failed', '0', 1, now() - interval '2 minutes')`, [16]byte(id))
+			tx, err := b.pool.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			var end *time.Time
+			var pid int
+			if err := tx.QueryRow(t.Context(), historyExtendSQL, (30 * 24 * time.Hour).Microseconds()).Scan(&end); err != nil || end == nil {
+				t.Fatalf("make the partitions: %v, %v", end, err)
+			}
+			if err := tx.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			week := (7 * 24 * time.Hour).Microseconds()
+			if _, err := tx.Exec(t.Context(), historyMoveSQL, []string{"moving"}, []int64{week}, []int64{week}, []int64{week},
+				historyBatch, int64(0), end); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				if op == "delete" {
+					done <- q.Delete(context.Background(), id, nil)
+				} else {
+					done <- q.Retry(context.Background(), id)
+				}
+			}()
+			waitFor(t, 10*time.Second, "the operation to wait for the move's lock", func() bool {
+				return b.countIn("pg_stat_activity", "$1 = ANY (pg_blocking_pids(pid))", pid) > 0
+			})
+			if err := tx.Commit(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("%s of a job moved meanwhile: %v", op, err)
+			}
+			want := map[string]string{"delete": "", "retry": "pgqueue_jobs"}[op]
+			if got := b.tableOf([16]byte(id)); got != want {
+				t.Fatalf("after the %s the job is in %q, want %q", op, got, want)
+			}
+		})
+	}
+}
