@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/oklog/ulid/v2"
 )
@@ -223,12 +224,19 @@ func (c *Client) bulk(ctx context.Context, op string, statement bulkStatement, f
 }
 
 // bulkBatch runs one batch, trying it again after a deadlock or a unique-key conflict; it returns
-// the greatest id the batch looked at (nil if none) and how many jobs it changed.
+// the greatest id the batch looked at (nil if none) and how many jobs it changed. The batch holds
+// the moves into the history off while it runs (history_fence.sql), so that no job of its filter
+// is between the two tables for it.
 func (c *Client) bulkBatch(ctx context.Context, statement string, args []any) (*[16]byte, int, error) {
 	for try := 0; ; try++ {
 		var last *[16]byte
 		var n, notified int
-		err := c.pool.QueryRow(ctx, statement, args...).Scan(&last, &n, &notified)
+		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, historyFenceSQL); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, statement, args...).Scan(&last, &n, &notified)
+		})
 		var pgErr *pgconn.PgError
 		if err != nil && try < bulkConflictRetries && errors.As(err, &pgErr) &&
 			(pgErr.Code == "40P01" || pgErr.Code == "23505") {

@@ -518,3 +518,59 @@ func TestOperationDuringTheMove(t *testing.T) {
 		})
 	}
 }
+
+// A bulk operation's batch waits for a move into the history under way, and its statement then
+// finds the jobs the move took in the history: none of its filter's jobs is missed.
+func TestBulkOperationDuringTheMove(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, op := range []string{"delete", "retry"} {
+		t.Run(op, func(t *testing.T) {
+			queue := "bulk-moving-" + op
+			b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, attempt, finished_at)
+				SELECT gen_random_uuid(), $1, 'failed', '0', 1, now() - interval '2 minutes' FROM generate_series(1, 10)`, queue)
+			tx, err := b.pool.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			var end *time.Time
+			var pid int
+			if err := tx.QueryRow(t.Context(), historyExtendSQL, (30 * 24 * time.Hour).Microseconds()).Scan(&end); err != nil || end == nil {
+				t.Fatalf("make the partitions: %v, %v", end, err)
+			}
+			if err := tx.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			week := (7 * 24 * time.Hour).Microseconds()
+			if _, err := tx.Exec(t.Context(), historyMoveSQL, []string{queue}, []int64{week}, []int64{week}, []int64{week},
+				historyBatch, int64(0), end); err != nil {
+				t.Fatal(err)
+			}
+			f := JobFilter{Queues: []string{queue}, Statuses: []Status{StatusFailed}}
+			done := make(chan int, 1)
+			go func() {
+				var n int
+				var err error
+				if op == "delete" {
+					n, err = b.client.DeleteJobs(context.Background(), f, nil)
+				} else {
+					n, err = b.client.RetryJobs(context.Background(), f, nil)
+				}
+				if err != nil {
+					t.Errorf("%s: %v", op, err)
+				}
+				done <- n
+			}()
+			waitFor(t, 10*time.Second, "the batch to wait for the move", func() bool {
+				return b.countIn("pg_stat_activity", "$1 = ANY (pg_blocking_pids(pid))", pid) > 0
+			})
+			if err := tx.Commit(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if n := <-done; n != 10 {
+				t.Fatalf("%s changed %d jobs of the 10 the move took meanwhile", op, n)
+			}
+		})
+	}
+}

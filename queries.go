@@ -78,6 +78,8 @@ var (
 	lostAfterRollbackSQL string
 	//go:embed sql/history_drop.sql
 	historyDropSQL string
+	//go:embed sql/history_fence.sql
+	historyFenceSQL string
 	//go:embed sql/history_extend.sql
 	historyExtendSQL string
 	//go:embed sql/history_move.sql

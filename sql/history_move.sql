@@ -7,7 +7,9 @@
 -- or past $7, the end of the partitions made so far (NULL: none made), stays where it is until
 -- they reach it. A step of a workflow stays until its workflow has finished: its result and its
 -- end are what its dependents and the workflow's view read (one look-up of the workflow's
--- primary key per such job). Rows another process holds are skipped. Returns, for each queue it
+-- primary key per such job). Rows another process holds are skipped, and so is the whole move
+-- while a bulk operation's batch holds the moves off (history_fence.sql; moves hold its lock
+-- shared, so they do not wait for each other). Returns, for each queue it
 -- moved or deleted jobs of, how many it moved and how many it deleted.
 -- The counts stay as they are for a job moved: the delete from pgqueue_jobs subtracts it (its
 -- statement trigger), the insert adds it back here (counted: the insert trigger skips it).
@@ -18,6 +20,7 @@
 WITH x AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
                   AS x(queue, completed_us, failed_us, cancelled_us)
+    WHERE pg_try_advisory_xact_lock_shared(hashtext(current_schema() || '.pgqueue_history_move'))
 ), picked AS MATERIALIZED (
     SELECT c.ctid, c.expires
     FROM x, LATERAL (SELECT ctid, coalesce(finished_at + x.completed_us * interval '1 microsecond', 'infinity') AS expires
