@@ -56,6 +56,7 @@ func ExampleWriteGooseMigrations() {
 	// 00019_pgqueue_20261212130000_workflows_validate.sql
 	// 00020_pgqueue_20261212140000_add_job_after.sql
 	// 00021_pgqueue_20261213120000_line_places.sql
+	// 00022_pgqueue_20261214120000_history.sql
 }
 
 // A schema that pgqueue.Migrate has kept moves to the application's goose: the files go into the
