@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -464,6 +465,31 @@ func TestDependencyOnHistoryParents(t *testing.T) {
 	}
 }
 
+// moveUncommitted moves the finished jobs of queue into the history in a transaction it leaves
+// open (rolled back when the test ends), and returns it and its backend's pid.
+func moveUncommitted(t *testing.T, b *bundle, queue string) (pgx.Tx, int) {
+	t.Helper()
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var end *time.Time
+	var pid int
+	if err := tx.QueryRow(t.Context(), historyExtendSQL, (30 * 24 * time.Hour).Microseconds()).Scan(&end); err != nil || end == nil {
+		t.Fatalf("make the partitions: %v, %v", end, err)
+	}
+	if err := tx.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	week := (7 * 24 * time.Hour).Microseconds()
+	if _, err := tx.Exec(t.Context(), historyMoveSQL, []string{queue}, []int64{week}, []int64{week}, []int64{week},
+		historyBatch, int64(0), end); err != nil {
+		t.Fatal(err)
+	}
+	return tx, pid
+}
+
 // An operation by id on a job that moves into the history while it runs finds it there: it
 // waited for the move's row lock, found the row gone from pgqueue_jobs, and the history's row
 // was not in its snapshot yet; it runs once more.
@@ -476,24 +502,7 @@ func TestOperationDuringTheMove(t *testing.T) {
 			id := ulid.Make()
 			b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, attempt, finished_at)
 				VALUES ($1, 'moving', 'failed', '0', 1, now() - interval '2 minutes')`, [16]byte(id))
-			tx, err := b.pool.Begin(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(context.Background()) }()
-			var end *time.Time
-			var pid int
-			if err := tx.QueryRow(t.Context(), historyExtendSQL, (30 * 24 * time.Hour).Microseconds()).Scan(&end); err != nil || end == nil {
-				t.Fatalf("make the partitions: %v, %v", end, err)
-			}
-			if err := tx.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
-			week := (7 * 24 * time.Hour).Microseconds()
-			if _, err := tx.Exec(t.Context(), historyMoveSQL, []string{"moving"}, []int64{week}, []int64{week}, []int64{week},
-				historyBatch, int64(0), end); err != nil {
-				t.Fatal(err)
-			}
+			tx, pid := moveUncommitted(t, b, "moving")
 			done := make(chan error, 1)
 			go func() {
 				if op == "delete" {
@@ -529,24 +538,7 @@ func TestBulkOperationDuringTheMove(t *testing.T) {
 			queue := "bulk-moving-" + op
 			b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, attempt, finished_at)
 				SELECT gen_random_uuid(), $1, 'failed', '0', 1, now() - interval '2 minutes' FROM generate_series(1, 10)`, queue)
-			tx, err := b.pool.Begin(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(context.Background()) }()
-			var end *time.Time
-			var pid int
-			if err := tx.QueryRow(t.Context(), historyExtendSQL, (30 * 24 * time.Hour).Microseconds()).Scan(&end); err != nil || end == nil {
-				t.Fatalf("make the partitions: %v, %v", end, err)
-			}
-			if err := tx.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
-			week := (7 * 24 * time.Hour).Microseconds()
-			if _, err := tx.Exec(t.Context(), historyMoveSQL, []string{queue}, []int64{week}, []int64{week}, []int64{week},
-				historyBatch, int64(0), end); err != nil {
-				t.Fatal(err)
-			}
+			tx, pid := moveUncommitted(t, b, queue)
 			f := JobFilter{Queues: []string{queue}, Statuses: []Status{StatusFailed}}
 			done := make(chan int, 1)
 			go func() {
