@@ -78,9 +78,9 @@ func (h *historyKeeper) loop(ctx context.Context) {
 	}
 }
 
-// keep runs one round: the partitions up to ahead + historyMargin from now, then the drop of
-// those past. It reports false if another process held the lock. Each is a transaction of its
-// own, bounded by historyLockTimeout.
+// keep runs one round: the partitions up to ahead + historyMargin from now, then the drops of
+// those past, one a transaction (history_drop.sql). It reports false if another process held
+// the lock. Each transaction's lock waits are bounded by historyLockTimeout.
 func (h *historyKeeper) keep(ctx context.Context) (bool, error) {
 	var end *time.Time
 	err := h.inTx(ctx, func(tx pgx.Tx) error {
@@ -99,17 +99,21 @@ func (h *historyKeeper) keep(ctx context.Context) (bool, error) {
 		}
 		h.rt.w.maintain.signal()
 	}
-	var dropped *int64
-	err = h.inTx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, historyDropSQL).Scan(&dropped)
-	})
-	if err != nil {
-		return false, wrapf(err, "drop the history's partitions past retention")
+	for {
+		var dropped *int64
+		err = h.inTx(ctx, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, historyDropSQL).Scan(&dropped)
+		})
+		switch {
+		case err != nil:
+			return false, wrapf(err, "drop the history's partitions past retention")
+		case dropped == nil:
+			return false, nil
+		case *dropped < 0:
+			return true, nil
+		}
+		h.rt.c.cfg.Logger.Debug("pgqueue: dropped a partition of the history past retention", "jobs", *dropped)
 	}
-	if dropped != nil && *dropped > 0 {
-		h.rt.c.cfg.Logger.Debug("pgqueue: dropped the history's partitions past retention", "jobs", *dropped)
-	}
-	return dropped != nil, nil
 }
 
 // inTx runs f in a transaction whose lock waits end after historyLockTimeout.

@@ -183,6 +183,9 @@ func TestHistoryDropsPartitionsPastTheirDay(t *testing.T) {
 	if s := queueStats(t, b.client, "old"); s.Failed != 0 {
 		t.Fatalf("after the drop the old jobs count %d failed, want 0", s.Failed)
 	}
+	if err := b.pool.QueryRow(t.Context(), historyDropSQL).Scan(&dropped); err != nil || dropped == nil || *dropped != -1 {
+		t.Fatalf("a drop with no partition past = %v, %v; want -1", dropped, err)
+	}
 }
 
 // The keeper makes the partitions from today to the longest retention of its queues and a margin
@@ -269,5 +272,50 @@ func TestHistoryCountsThroughTruncate(t *testing.T) {
 	b.exec("TRUNCATE pgqueue_history")
 	if s := queueStats(t, b.client, "truncated"); s.Failed != 0 || s.Available != 5 {
 		t.Fatalf("after TRUNCATE pgqueue_history: %d failed, %d available; want 0, 5", s.Failed, s.Available)
+	}
+}
+
+// While a drop counts the jobs of a partition whose day has passed (seconds at 10⁷), holding it
+// against writers, the moves into the history go on: none goes to such a partition.
+func TestHistoryMovesGoOnBesideADrop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.toHistory() // the partitions
+	past := time.Now().UTC().AddDate(0, 0, -2).Truncate(24 * time.Hour)
+	part := "pgqueue_history_" + past.Format("20060102")
+	b.exec("CREATE TABLE " + part + " (LIKE pgqueue_history)")
+	b.exec(fmt.Sprintf("ALTER TABLE pgqueue_history ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')", part,
+		past.Format(time.RFC3339), past.Add(24*time.Hour).Format(time.RFC3339)))
+	b.exec(`INSERT INTO pgqueue_jobs (id, queue, status, payload, attempt, finished_at)
+		SELECT gen_random_uuid(), 'beside', 'failed', '0', 1, now() - interval '2 minutes' FROM generate_series(1, 5)`)
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE "+part+" IN SHARE MODE"); err != nil { // as the drop's count holds it
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	week := (7 * 24 * time.Hour).Microseconds()
+	rows, _ := b.pool.Query(ctx, historyMoveSQL, []string{"beside"}, []int64{week}, []int64{week}, []int64{week},
+		historyBatch, int64(0), time.Now().Add(30*24*time.Hour))
+	moved := 0
+	if _, err := pgx.ForEachRow(rows, []any{new(string), &moved, new(int)}, func() error { return nil }); err != nil {
+		t.Fatalf("a move beside a drop's count: %v (it waited for it)", err)
+	}
+	if moved != 5 {
+		t.Fatalf("a move beside a drop's count moved %d jobs, want 5", moved)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var dropped *int64
+	if err := b.pool.QueryRow(t.Context(), historyDropSQL).Scan(&dropped); err != nil || dropped == nil || *dropped != 0 {
+		t.Fatalf("drop = %v, %v; want the empty partition dropped (0 jobs)", dropped, err)
+	}
+	if n := b.countIn("pg_class", "relname = $1 AND relnamespace = $2::regnamespace", part, b.schema); n != 0 {
+		t.Fatalf("partition %s is still there", part)
 	}
 }

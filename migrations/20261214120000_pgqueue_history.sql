@@ -123,42 +123,40 @@ BEGIN
         RETURN day;
     END$b$, lock, schema));
 
-    -- pgqueue_history_drop(): drops the partitions whose day has passed, each after subtracting
-    -- its jobs from the counts; returns how many jobs went. NULL if another transaction is making
-    -- or dropping partitions.
+    -- pgqueue_history_drop(): drops the oldest partition whose day has passed, after subtracting
+    -- its jobs from the counts, and returns how many jobs went (-1: none had passed; the caller
+    -- calls again until then, one transaction each). NULL if another transaction is making or
+    -- dropping partitions. While its jobs are counted (seconds at 10⁷), the partition is locked
+    -- against writers (an operator's delete or retry of one of its jobs waits); the history is
+    -- not: the moves into it never go to a partition whose day has passed, and its readers pass.
+    -- The drop then holds the history itself for a moment, until the caller commits.
     EXECUTE format($f$
         CREATE FUNCTION pgqueue_history_drop() RETURNS bigint
         LANGUAGE plpgsql SECURITY DEFINER SET search_path = %1$I, pg_temp AS %2$L
     $f$, schema, format($b$
     DECLARE
-        part  text;
-        n      bigint;
-        total  bigint := 0;
-        locked boolean := false;
+        part text;
+        n    bigint;
     BEGIN
         IF NOT pg_try_advisory_xact_lock(hashtext(%1$L)) THEN
             RETURN NULL;
         END IF;
-        FOR part IN SELECT c.relname FROM pg_catalog.pg_inherits AS i
-                    JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
-                    WHERE i.inhparent = format('%%I.pgqueue_history', %2$L)::regclass
-                      AND c.relname ~ '^pgqueue_history_[0-9]{8}$'
-                      AND (to_date(substr(c.relname, 17), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' <= now()
-                    ORDER BY c.relname LOOP
-            -- No writer may change the partition between its count and its drop: the history's
-            -- writers (the moves, an operator's delete) wait until this commits; readers pass
-            -- until the drop, which waits for them, and holds them for a moment.
-            IF NOT locked THEN
-                EXECUTE format('LOCK TABLE %%I.pgqueue_history IN SHARE MODE', %2$L);
-                locked := true;
-            END IF;
-            EXECUTE format('WITH c AS (INSERT INTO %%I.pgqueue_count_deltas (queue, status, n) '
-                           'SELECT queue, status, -count(*) FROM %%I.%%I GROUP BY queue, status RETURNING n) '
-                           'SELECT coalesce(-sum(n), 0) FROM c', %2$L, %2$L, part) INTO n;
-            EXECUTE format('DROP TABLE %%I.%%I', %2$L, part);
-            total := total + n;
-        END LOOP;
-        RETURN total;
+        SELECT c.relname INTO part FROM pg_catalog.pg_inherits AS i
+        JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
+        WHERE i.inhparent = format('%%I.pgqueue_history', %2$L)::regclass
+          AND c.relname ~ '^pgqueue_history_[0-9]{8}$'
+          AND (to_date(substr(c.relname, 17), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC' <= now()
+        ORDER BY c.relname
+        LIMIT 1;
+        IF part IS NULL THEN
+            RETURN -1;
+        END IF;
+        EXECUTE format('LOCK TABLE %%I.%%I IN SHARE MODE', %2$L, part);
+        EXECUTE format('WITH c AS (INSERT INTO %%I.pgqueue_count_deltas (queue, status, n) '
+                       'SELECT queue, status, -count(*) FROM %%I.%%I GROUP BY queue, status RETURNING n) '
+                       'SELECT coalesce(-sum(n), 0) FROM c', %2$L, %2$L, part) INTO n;
+        EXECUTE format('DROP TABLE %%I.%%I', %2$L, part);
+        RETURN n;
     END$b$, lock, schema));
 
     -- A TRUNCATE of either table counts what is left in both (20261202120000's function emptied
