@@ -2,7 +2,6 @@ package pgqueue
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -52,7 +51,7 @@ func TestHistoryAtScale(t *testing.T) {
 	for _, name := range []string{"empty", "full"} {
 		schema := testenv.NewSchema(t, dsn)
 		pool := testenv.Pool(t, dsn, schema, 20)
-		migratePool(t, pool)
+		migrate(t, pool)
 		// Warnings only, as a service would log: the per-job lines would cost the drain its rate.
 		logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 		c, err := NewClient(pool, &Config{Logger: logger, Retention: Retention{Completed: time.Hour}})
@@ -103,16 +102,6 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
-}
-
-// migratePool applies the migrations on pool's schema.
-func migratePool(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	if err := Migrate(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // buildHistory fills the history with rows finished jobs of queues "drain" and "other", a third
@@ -325,7 +314,9 @@ func scaleLegacy(t *testing.T, dsn string, n int) {
 		FROM generate_series(1, $1::int) AS i`, n)
 	mustExec(t, pool, "VACUUM ANALYZE pgqueue_jobs")
 	start := time.Now()
-	migrateDB(t, db)
+	if err := Migrate(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
 	migrated := time.Since(start)
 	c, err := NewClient(pool, &Config{Logger: testLogger(t)})
 	if err != nil {
@@ -351,14 +342,6 @@ func scaleLegacy(t *testing.T, dsn string, n int) {
 	moved := time.Since(start)
 	t.Logf("a table of %d finished jobs: migrated to the history in %s; moved by one process in %s (%.0f jobs/s)",
 		n, migrated.Round(time.Millisecond), moved.Round(time.Second), float64(n)/moved.Seconds())
-}
-
-// migrateDB applies every migration on db.
-func migrateDB(t *testing.T, db *sql.DB) {
-	t.Helper()
-	if err := Migrate(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // pct returns the p-th percentile of v.
