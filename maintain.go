@@ -89,6 +89,10 @@ func (m *maintainer) loop(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	failures := 0
+	// retryAt: after a failed round trip, no upkeep before it. The work that failed stays wanted
+	// (upkeepFailed), and would otherwise be due at once: while the server is down the loop sent
+	// a round trip, and logged its error, every few milliseconds.
+	var retryAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -97,10 +101,15 @@ func (m *maintainer) loop(ctx context.Context) {
 		case <-m.rt.w.maintain:
 		}
 		now = time.Now()
+		if now.Before(retryAt) {
+			timer.Stop()
+			timer.Reset(time.Until(retryAt))
+			continue
+		}
+		retryAt = time.Time{}
 		m.lookAtPool(ctx, now)
 		m.foldCountsIfDue(ctx, now)
 		work := m.upkeepDue(now)
-		retryAt := time.Time{}
 		if len(work) > 0 {
 			if err := m.maintain(ctx, work); err != nil {
 				if ctx.Err() != nil {

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // A worker process killed with SIGKILL leaves its job running; once the lease has run out a
@@ -271,4 +274,48 @@ func TestScanPaceIsBounded(t *testing.T) {
 	if got := p.after(start); !got.Equal(p.from) {
 		t.Fatalf("a rescue asked for at %s is due at %s, want %s", start, got, p.from)
 	}
+}
+
+// While the server is down, the maintainer retries its failed round trip with backoff: it does
+// not send one, and log its error, every few milliseconds (as it did when the failed work, still
+// wanted, made the next upkeep due at once).
+func TestMaintainerBacksOffWhileTheServerIsDown(t *testing.T) {
+	t.Parallel()
+	pg := startPostgres(t)
+	pool := pg.newPool(10)
+	migrate(t, pool)
+	var logs testenv.SyncBuffer
+	client, err := NewClient(pool, &Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	q := newQueue[int](t, client, "down")
+	ran := make(chan struct{}, 1)
+	stop := startWorker(t, must(q.NewWorker(func(context.Context, *Job[int]) error {
+		ran <- struct{}{}
+		return nil
+	}, &WorkerOptions{PollInterval: 100 * time.Millisecond})))
+	defer stop()
+	waitListening(t, client, 1)
+	if err := pg.ctl("stop", "-m", "fast"); err != nil {
+		t.Fatal(err)
+	}
+	const down = 3 * time.Second
+	time.Sleep(down)
+	failed := strings.Count(logs.String(), `msg="pgqueue: maintain queues"`)
+	if err := pg.ctl("start", "-o", pg.serverOptions()); err != nil {
+		t.Fatal(err)
+	}
+	// Retries 50 ms apart, doubling (retryDelay): about 6 in 3 s, with jitter.
+	t.Logf("maintainer: %d failed round trips logged in %s down", failed, down)
+	if failed == 0 || failed > 12 {
+		t.Fatalf("the maintainer logged %d failed round trips in %s with the server down, want 1 to 12", failed, down)
+	}
+	// And it comes back: a job enqueued now runs.
+	waitFor(t, 30*time.Second, "an enqueue to be accepted", func() bool {
+		_, err := q.Enqueue(t.Context(), 1, nil)
+		return err == nil
+	})
+	receive(t, ran, 30*time.Second, "the job to run after the restart")
 }
