@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -482,5 +483,49 @@ func TestCompleterWakesOthersOnlyForPlacesItLeaves(t *testing.T) {
 	settleOne()
 	if got := notificationsUntilMarker(t, b, l); !slices.Contains(got, wakeFreedMessage("retake")) {
 		t.Fatalf("a settle whose place this runtime cannot take again woke nobody (notifications: %v)", got)
+	}
+}
+
+// A job completed with CompleteTx in a transaction that a failover lost (committed on the old
+// primary, never replicated) counts as rolled back on the new one: its transaction id is one the
+// new primary has not given out, which pg_xact_status refuses ("is in the future"), and which
+// made the completer and the heartbeat fail on every try. A transaction that committed here,
+// one that rolled back, and one in the future, each with its token gone from the row.
+func TestLostAfterRollbackOfATransactionAFailoverLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var committed, aborted, future string
+	tx, err := b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(t.Context(), xactIDSQL).Scan(&committed); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tx, err = b.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(t.Context(), xactIDSQL).Scan(&aborted); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.pool.QueryRow(t.Context(), "SELECT (pg_current_xact_id()::text::bigint + 1000000)::text").Scan(&future); err != nil {
+		t.Fatal(err)
+	}
+	ids := [][16]byte{ulid.Make(), ulid.Make(), ulid.Make()}
+	tokens := [][16]byte{ulid.Make(), ulid.Make(), ulid.Make()}
+	rows, _ := b.pool.Query(t.Context(), lostAfterRollbackSQL, ids, tokens, []string{committed, aborted, future})
+	lost, err := pgx.CollectRows(rows, scanID)
+	if err != nil {
+		t.Fatalf("lost_after_rollback with a transaction id from a lost primary: %v", err)
+	}
+	if len(lost) != 2 || lost[0] == ulid.ULID(ids[0]) || lost[1] == ulid.ULID(ids[0]) {
+		t.Fatalf("lost %v, want the rolled-back one %s and the future one %s", lost, ulid.ULID(ids[1]), ulid.ULID(ids[2]))
 	}
 }
