@@ -2,7 +2,6 @@ package pgqueue
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -121,5 +120,5 @@ func (cl *claimer) expressFailed(wants []claimWant, err error) {
 	}
 	cl.rt.w.maintain.signal()
 	cl.rt.w.claim.signal()
-	cl.rt.reportError(qs, "pgqueue: claim jobs", fmt.Errorf("pgqueue: claim: %w", err))
+	cl.rt.reportError(qs, "pgqueue: claim jobs", err) // claimOnce's error says "pgqueue: claim:" already
 }
