@@ -89,19 +89,23 @@ func (m *maintainer) loop(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	failures := 0
-	// retryAt: after a failed round trip, no upkeep before it. The work that failed stays wanted
-	// (upkeepFailed), and would otherwise be due at once: while the server is down the loop sent
-	// a round trip, and logged its error, every few milliseconds.
+	// retryAt: after a failed round trip, the timer brings no upkeep before it. The work that
+	// failed stays wanted (upkeepFailed), and would otherwise be due at once: while the server was
+	// down the loop sent a round trip, and logged its error, every few microseconds. A wish sent
+	// meanwhile (the listener back, a claim that failed, itself retried with backoff) is tried at
+	// once: it may come from a server back up.
 	var retryAt time.Time
 	for {
+		wished := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 		case <-m.rt.w.maintain:
+			wished = true
 		}
 		now = time.Now()
-		if now.Before(retryAt) {
+		if !wished && now.Before(retryAt) {
 			timer.Stop()
 			timer.Reset(time.Until(retryAt))
 			continue
