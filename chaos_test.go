@@ -144,6 +144,7 @@ type chaosSettings struct {
 	work        time.Duration // handlers sleep a random time below this
 	keep        bool          // keep completed jobs
 	hold        bool          // hold jobs until stopped and continued
+	dsn         string        // the server's URL; the test server's if empty
 }
 
 // startChaos starts a chaos worker process on the bundle's schema. It is killed, if still
@@ -156,7 +157,11 @@ func startChaos(t *testing.T, b *bundle, out *chaosOutput, s chaosSettings) *cha
 		}
 		return "0"
 	}
-	return startHelperProc(t, out, "chaos", helperEnv+"=chaos", "PGQUEUE_TEST_DSN="+testDSN,
+	dsn := s.dsn
+	if dsn == "" {
+		dsn = testDSN
+	}
+	return startHelperProc(t, out, "chaos", helperEnv+"=chaos", "PGQUEUE_TEST_DSN="+dsn,
 		"PGQUEUE_TEST_SCHEMA="+b.schema,
 		"PGQUEUE_CHAOS_CONCURRENCY="+strconv.Itoa(s.concurrency),
 		"PGQUEUE_CHAOS_LOCK="+s.lock.String(),

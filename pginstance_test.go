@@ -100,30 +100,38 @@ func isExecutable(path string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// tempDir returns an empty directory the server may own. initdb refuses to run as root, so
-// under root the binaries run as the postgres user, in a directory outside t.TempDir (whose
-// parent only root may enter) that is handed over to that user.
+// tempDir returns an empty directory the server may own (postgresOwnedDir).
 func (p *pgInstance) tempDir() string {
 	p.t.Helper()
+	dir, cred := postgresOwnedDir(p.t, "pgqueue-pg-")
+	p.cred = cred
+	return dir
+}
+
+// postgresOwnedDir returns an empty directory, removed when the test ends, that the server
+// binaries may own, and the credential to run them with (nil: as the test's own user). initdb
+// refuses to run as root, so under root the binaries run as the postgres user, in a directory
+// outside t.TempDir (whose parent only root may enter) that is handed over to that user.
+func postgresOwnedDir(t *testing.T, prefix string) (string, *syscall.Credential) {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		return p.t.TempDir()
+		return t.TempDir(), nil
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		p.t.Fatalf("the tests run as root, and initdb refuses root: a postgres OS user is needed to run it: %v", err)
+		t.Fatalf("the tests run as root, and initdb refuses root: a postgres OS user is needed to run it: %v", err)
 	}
 	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	p.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	dir, err := os.MkdirTemp("", "pgqueue-pg-")
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
-	p.t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	if err := os.Chown(dir, int(uid), int(gid)); err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return dir
+	return dir, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
 // serverOptions are the postgres options: this instance's port, its socket in its own

@@ -18,16 +18,23 @@ import (
 // restartRounds is how many times TestPostgresRestart restarts the server mid-run.
 const restartRounds = 3
 
-// restartProducer enqueues a steady stream of numbered jobs and remembers which enqueues
-// returned nil and which returned an error.
-type restartProducer struct {
+// restartProducer enqueues a steady stream of numbered jobs (payload makes the job of each
+// number) and remembers which enqueues returned nil and which returned an error.
+type restartProducer[T any] struct {
+	payload  func(seq int64) T
 	mu       sync.Mutex
 	accepted map[int64]ulid.ULID // seq → id, for every Enqueue that returned nil
+	ackedAt  map[int64]time.Time // seq → when that Enqueue returned
 	refused  map[int64]error     // seq → the error Enqueue returned
 }
 
+func newRestartProducer[T any](payload func(seq int64) T) *restartProducer[T] {
+	return &restartProducer[T]{payload: payload, accepted: map[int64]ulid.ULID{}, ackedAt: map[int64]time.Time{},
+		refused: map[int64]error{}}
+}
+
 // run enqueues one job every interval until ctx ends.
-func (p *restartProducer) run(ctx context.Context, q *Queue[int64], interval time.Duration) {
+func (p *restartProducer[T]) run(ctx context.Context, q *Queue[T], interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for seq := int64(1); ; seq++ {
@@ -38,19 +45,20 @@ func (p *restartProducer) run(ctx context.Context, q *Queue[int64], interval tim
 		}
 		// Bounded, so that a call hanging on a dead connection would show as an error.
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		job, err := q.Enqueue(ectx, seq, nil)
+		job, err := q.Enqueue(ectx, p.payload(seq), nil)
 		cancel()
 		p.mu.Lock()
 		if err != nil {
 			p.refused[seq] = err
 		} else {
 			p.accepted[seq] = job.ID
+			p.ackedAt[seq] = time.Now()
 		}
 		p.mu.Unlock()
 	}
 }
 
-func (p *restartProducer) counts() (accepted, refused int) {
+func (p *restartProducer[T]) counts() (accepted, refused int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.accepted), len(p.refused)
@@ -138,7 +146,7 @@ func testRestarts(t *testing.T, mode string, poll time.Duration) {
 		return n
 	}
 
-	producer := &restartProducer{accepted: map[int64]ulid.ULID{}, refused: map[int64]error{}}
+	producer := newRestartProducer(func(seq int64) int64 { return seq })
 	produceCtx, stopProducing := context.WithCancel(context.Background())
 	var producing sync.WaitGroup
 	producing.Go(func() { producer.run(produceCtx, stream, 2*time.Millisecond) })
