@@ -25,10 +25,12 @@ import (
 // bench/README.md), built with INSERT … SELECT into partitions made apart and attached, as
 // partitions of a day of expiry each (today's and the next six) and the forever one. Alternating between the two, PGQUEUE_HISTORY_PAIRS times (default 2), it drains
 // PGQUEUE_HISTORY_DRAIN plain jobs (default 20,000; 100 slots; completed jobs kept an hour, so
-// the moves into the history run during the drain), times 200 claims of 100 jobs, 200 Stats and,
-// 200 Job lookups of jobs in the history; then it builds a partition of yesterday, drops it as
-// the keeper does and times it; then it moves a tenth as many finished jobs as the history holds from a schema
-// migrated before the history (one table, as pgqueue was), timing the migration and the moves.
+// the moves into the history run during the drain), then times 200 claims of 100 jobs and 200
+// Stats, the two schemas call by call in turn, and 200 Job lookups of jobs in the history; then it
+// builds a partition of yesterday, drops it as the keeper does and times it; then it moves
+// PGQUEUE_HISTORY_LEGACY finished jobs (default a tenth as many as the history holds; 0: none)
+// from a schema migrated before the history (one table, as pgqueue was), timing the migration
+// and the moves.
 // It fails only if something does not work (a drain not done, a drop that left rows); the
 // figures are logged, for bench/README.md.
 func TestHistoryAtScale(t *testing.T) {
@@ -70,12 +72,16 @@ func TestHistoryAtScale(t *testing.T) {
 		for k := range 2 {
 			s := sides[(p+k)%2]
 			s.drain = append(s.drain, scaleDrain(t, s.client, drain))
-			s.claim = append(s.claim, scaleClaims(t, s.client)...)
-			s.stats = append(s.stats, scaleStats(t, s.client)...)
-			if s == full {
-				s.lookup = append(s.lookup, scaleLookups(t, s.client, ids)...)
-			}
 		}
+		// Claims and Stats alternate call by call between the two schemas, so that whatever
+		// else the server does meanwhile (its autovacuum, the moves after a drain) weighs on both.
+		claims := scaleClaims(t, []*Client{sides[0].client, full.client})
+		stats := scaleStats(t, []*Client{sides[0].client, full.client})
+		for i, s := range sides {
+			s.claim = append(s.claim, claims[i]...)
+			s.stats = append(s.stats, stats[i]...)
+		}
+		full.lookup = append(full.lookup, scaleLookups(t, full.client, ids)...)
 	}
 	for _, s := range sides {
 		t.Logf("%s history: drain %s jobs/s; claim of 100 p50 %.2f ms p99 %.2f ms; Stats p50 %.2f ms p99 %.2f ms",
@@ -87,18 +93,20 @@ func TestHistoryAtScale(t *testing.T) {
 		t.Logf("Job(id) of a job in the history: p50 %.2f ms p99 %.2f ms", pct(full.lookup, 50), pct(full.lookup, 99))
 	}
 	scaleDrop(t, full.pool, rows/8)
-	scaleLegacy(t, dsn, rows/10)
+	if legacy := envInt(t, "PGQUEUE_HISTORY_LEGACY", rows/10, true); legacy > 0 {
+		scaleLegacy(t, dsn, legacy)
+	}
 }
 
-// envInt reads a positive integer from the environment, or returns def.
-func envInt(t *testing.T, name string, def int) int {
+// envInt reads a positive integer from the environment (or 0, where zeroOK), or returns def.
+func envInt(t *testing.T, name string, def int, zeroOK ...bool) int {
 	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
+	if err != nil || n < 0 || (n == 0 && len(zeroOK) == 0) {
 		t.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
@@ -218,42 +226,54 @@ func scaleDrain(t *testing.T, c *Client, n int) float64 {
 	return float64(n) / elapsed.Seconds()
 }
 
-// scaleClaims times 200 claims of 100 jobs of a queue of 20,000, in milliseconds.
-func scaleClaims(t *testing.T, c *Client) []float64 {
+// scaleClaims times 200 claims of 100 jobs of a queue of 20,000 on each client, in turn, in
+// milliseconds: out[i] holds client i's.
+func scaleClaims(t *testing.T, clients []*Client) [][]float64 {
 	t.Helper()
-	q := newQueue[int](t, c, "claimed")
-	for range 2 {
-		if _, err := q.EnqueueMany(t.Context(), make([]int, 10_000), nil); err != nil {
+	wants := make([][]claimWant, len(clients))
+	for i, c := range clients {
+		q := newQueue[int](t, c, "claimed")
+		for range 2 {
+			if _, err := q.EnqueueMany(t.Context(), make([]int, 10_000), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 100}))
+		rt := newRuntime(c, []*workerSpec{&w.spec})
+		wants[i] = []claimWant{{q: rt.queues[0], limit: 100}}
+	}
+	out := make([][]float64, len(clients))
+	for range 200 {
+		for i, c := range clients {
+			start := time.Now()
+			claimed, _, _, err := claimOnce(t.Context(), c, wants[i])
+			if err != nil || len(claimed[0]) != 100 {
+				t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
+			}
+			out[i] = append(out[i], ms(time.Since(start)))
+		}
+	}
+	for _, c := range clients {
+		if _, err := c.pool.Exec(t.Context(), "DELETE FROM pgqueue_jobs WHERE queue = 'claimed'"); err != nil {
 			t.Fatal(err)
 		}
-	}
-	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{Concurrency: 100}))
-	rt := newRuntime(c, []*workerSpec{&w.spec})
-	var out []float64
-	for range 200 {
-		start := time.Now()
-		claimed, _, _, err := claimOnce(t.Context(), c, []claimWant{{q: rt.queues[0], limit: 100}})
-		if err != nil || len(claimed[0]) != 100 {
-			t.Fatalf("claim: %d jobs, %v", len(claimed[0]), err)
-		}
-		out = append(out, ms(time.Since(start)))
-	}
-	if _, err := c.pool.Exec(t.Context(), "DELETE FROM pgqueue_jobs WHERE queue = 'claimed'"); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
 
-// scaleStats times 200 calls of Client.Stats, in milliseconds.
-func scaleStats(t *testing.T, c *Client) []float64 {
+// scaleStats times 200 calls of Client.Stats on each client, in turn, in milliseconds: out[i]
+// holds client i's.
+func scaleStats(t *testing.T, clients []*Client) [][]float64 {
 	t.Helper()
-	var out []float64
+	out := make([][]float64, len(clients))
 	for range 200 {
-		start := time.Now()
-		if _, err := c.Stats(t.Context()); err != nil {
-			t.Fatal(err)
+		for i, c := range clients {
+			start := time.Now()
+			if _, err := c.Stats(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			out[i] = append(out[i], ms(time.Since(start)))
 		}
-		out = append(out, ms(time.Since(start)))
 	}
 	return out
 }
