@@ -402,14 +402,17 @@ func writable(n *haNode) bool {
 	return conn.QueryRow(ctx, "SHOW transaction_read_only").Scan(&ro) == nil && ro == "off"
 }
 
-// makeAsync makes the secondary replicate asynchronously: the primary's commits no longer wait
-// for it (pg_auto_failover's replication-quorum false for the secondary; the formation's
-// number-sync-standbys is 0 already).
+// makeAsync makes the standby replicate asynchronously, whichever node it is: the primary's
+// commits no longer wait for it (pg_auto_failover's replication-quorum false for both nodes; the
+// formation's number-sync-standbys is 0 already).
 func (c *haCluster) makeAsync() {
 	c.t.Helper()
 	p := c.primary(10 * time.Second)
-	if out, err := c.autoctl("set", "node", "replication-quorum", "false", "--pgdata", c.other(p).data); err != nil {
-		c.t.Fatalf("pg_autoctl set node replication-quorum false: %v\n%s", err, out)
+	// Both nodes: after a failover the old primary is the standby.
+	for _, n := range []*haNode{c.other(p), p} {
+		if out, err := c.autoctl("set", "node", "replication-quorum", "false", "--pgdata", n.data); err != nil {
+			c.t.Fatalf("pg_autoctl set node replication-quorum false on %s: %v\n%s", n.name, err, out)
+		}
 	}
 	c.waitFor(time.Minute, "the primary to replicate asynchronously", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
