@@ -145,6 +145,7 @@ type chaosSettings struct {
 	keep        bool          // keep completed jobs
 	hold        bool          // hold jobs until stopped and continued
 	dsn         string        // the server's URL; the test server's if empty
+	netns       string        // the network namespace to run in (a worker host); none if empty
 }
 
 // startChaos starts a chaos worker process on the bundle's schema. It is killed, if still
@@ -161,7 +162,11 @@ func startChaos(t *testing.T, b *bundle, out *chaosOutput, s chaosSettings) *cha
 	if dsn == "" {
 		dsn = testDSN
 	}
-	return startHelperProc(t, out, "chaos", helperEnv+"=chaos", "PGQUEUE_TEST_DSN="+dsn,
+	var in []string
+	if s.netns != "" {
+		in = []string{"ip", "netns", "exec", s.netns}
+	}
+	return startHelperProcIn(t, out, "chaos", in, helperEnv+"=chaos", "PGQUEUE_TEST_DSN="+dsn,
 		"PGQUEUE_TEST_SCHEMA="+b.schema,
 		"PGQUEUE_CHAOS_CONCURRENCY="+strconv.Itoa(s.concurrency),
 		"PGQUEUE_CHAOS_LOCK="+s.lock.String(),
@@ -176,11 +181,20 @@ func startChaos(t *testing.T, b *bundle, out *chaosOutput, s chaosSettings) *cha
 // running, when the test ends.
 func startHelperProc(t *testing.T, out *chaosOutput, name string, env ...string) *chaosProc {
 	t.Helper()
+	return startHelperProcIn(t, out, name, nil, env...)
+}
+
+// startHelperProcIn is startHelperProc with the test binary run by the command in (such as
+// "ip netns exec <namespace>"), when given; the process's id is then the binary's own, which
+// ip netns exec becomes.
+func startHelperProcIn(t *testing.T, out *chaosOutput, name string, in []string, env ...string) *chaosProc {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	args := append(append([]string(nil), in...), os.Args[0], "-test.run=^$")
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout = w
 	cmd.Stderr = os.Stderr
