@@ -407,38 +407,7 @@ func (r *failoverRun) finish(sync bool) {
 	if err := r.b.pool.QueryRow(context.Background(), `SELECT count(*) FROM pgqueue_all_jobs WHERE queue = 'chaos'`).Scan(&inTable); err != nil {
 		t.Fatal(err)
 	}
-	lost, lostAsync, duplicates, txTwice := 0, 0, 0, 0
-	var lostIDs []string
-	var lostFrom, lostTo time.Time
-	for seq, id := range r.producer.accepted {
-		if len(runs[id]) == 0 && r.roles.asyncDuring(ulid.Time(id.Time()), r.producer.ackedAt[seq]) {
-			lostAsync++ // acknowledged by a primary that did not wait for its standby
-		} else if len(runs[id]) == 0 {
-			lost++
-			at := ulid.Time(id.Time())
-			if lostFrom.IsZero() || at.Before(lostFrom) {
-				lostFrom = at
-			}
-			if at.After(lostTo) {
-				lostTo = at
-			}
-			if len(lostIDs) < 10 {
-				lostIDs = append(lostIDs, id.String())
-			}
-		}
-	}
-	for _, rs := range runs {
-		duplicates += len(rs) - 1
-		tx := 0
-		for _, run := range rs {
-			if run.tx {
-				tx++
-			}
-		}
-		if tx > 1 {
-			txTwice++
-		}
-	}
+	n := r.tally(runs)
 	// Each fault may re-run what was in flight: every slot's job and the jobs claimed ahead of a
 	// free slot (up to 2×Concurrency a process), of every process.
 	bound := r.faults * failoverProcs * 2 * failoverConcurrency
@@ -449,24 +418,68 @@ func (r *failoverRun) finish(sync bool) {
 	t.Logf("ha accounting: sync=%v accepted=%d refused=%d (connect=%d shutdown=%d other=%d) in_table=%d ran=%d "+
 		"lost=%d lost_while_a_primary_replicated_asynchronously=%d duplicates=%d (bound %d) tx_jobs_run_twice=%d",
 		sync, len(r.producer.accepted), len(r.producer.refused), kinds["connect"], kinds["shutdown"], kinds["other"],
-		inTable, len(runs), lost, lostAsync, duplicates, bound, txTwice)
+		inTable, len(runs), n.lost, n.lostAsync, n.duplicates, bound, n.txTwice)
 	for _, err := range r.producer.refused {
 		if enqueueErrorKind(err) == "other" {
 			t.Logf("an enqueue error of another kind: %v", err)
 			break
 		}
 	}
-	if sync && lost > 0 {
-		t.Errorf("%d jobs acknowledged while the primary replicated synchronously never ran, enqueued from %s to %s, e.g. %s", lost,
-			lostFrom.Format("15:04:05.000"), lostTo.Format("15:04:05.000"), strings.Join(lostIDs, ", "))
+	if sync && n.lost > 0 {
+		t.Errorf("%d jobs acknowledged while the primary replicated synchronously never ran, enqueued from %s to %s, e.g. %s",
+			n.lost, n.lostFrom.Format("15:04:05.000"), n.lostTo.Format("15:04:05.000"), strings.Join(n.lostIDs, ", "))
 	}
-	if txTwice > 0 {
-		t.Errorf("%d jobs completed in their handler's transaction recorded more than one run: a stale attempt settled", txTwice)
+	if n.txTwice > 0 {
+		t.Errorf("%d jobs completed in their handler's transaction recorded more than one run: a stale attempt settled", n.txTwice)
 	}
-	if duplicates > bound {
-		t.Errorf("%d runs beyond the first, more than the %d that the faults had in flight", duplicates, bound)
+	if n.duplicates > bound {
+		t.Errorf("%d runs beyond the first, more than the %d that the faults had in flight", n.duplicates, bound)
 	}
 	if len(runs) > inTable {
 		t.Errorf("%d jobs ran but only %d are in the table", len(runs), inTable)
 	}
+}
+
+// failoverTally is what finish counts: acknowledged jobs that never ran (those acknowledged while
+// a primary replicated asynchronously apart; the first few ids and when the others were
+// enqueued), runs beyond the first, and CompleteTx jobs with more than one run.
+type failoverTally struct {
+	lost, lostAsync, duplicates, txTwice int
+	lostIDs                              []string
+	lostFrom, lostTo                     time.Time
+}
+
+func (r *failoverRun) tally(runs map[ulid.ULID][]chaosRun) failoverTally {
+	var n failoverTally
+	for seq, id := range r.producer.accepted {
+		switch at := ulid.Time(id.Time()); {
+		case len(runs[id]) > 0:
+		case r.roles.asyncDuring(at, r.producer.ackedAt[seq]):
+			n.lostAsync++ // acknowledged by a primary that did not wait for its standby
+		default:
+			n.lost++
+			if n.lostFrom.IsZero() || at.Before(n.lostFrom) {
+				n.lostFrom = at
+			}
+			if at.After(n.lostTo) {
+				n.lostTo = at
+			}
+			if len(n.lostIDs) < 10 {
+				n.lostIDs = append(n.lostIDs, id.String())
+			}
+		}
+	}
+	for _, rs := range runs {
+		n.duplicates += len(rs) - 1
+		tx := 0
+		for _, run := range rs {
+			if run.tx {
+				tx++
+			}
+		}
+		if tx > 1 {
+			n.txTwice++
+		}
+	}
+	return n
 }
