@@ -202,7 +202,7 @@ func historySize(t *testing.T, pool *pgxpool.Pool) string {
 
 // scaleDrain enqueues n jobs of queue "drain" and returns how fast 100 slots drain them, in jobs
 // per second, from the worker's start to the last completion.
-func scaleDrain(t *testing.T, c *Client, n int) float64 {
+func scaleDrain(t testing.TB, c *Client, n int) float64 {
 	t.Helper()
 	q := newQueue[int](t, c, "drain")
 	for left := n; left > 0; left -= 10_000 {

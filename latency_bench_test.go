@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,36 +38,10 @@ func benchmarkRemote(b *testing.B, rtt time.Duration) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = client.Close() })
-	b.ReportMetric(remoteDrain(b, client, 20_000), "jobs/s")
+	b.ReportMetric(scaleDrain(b, client, 20_000), "jobs/s")
 	p50, p99 := remoteWake(b, client, 200)
 	b.ReportMetric(p50, "wake-p50-ms")
 	b.ReportMetric(p99, "wake-p99-ms")
-}
-
-// remoteDrain enqueues n jobs and returns how fast 100 slots drain them, in jobs per second.
-func remoteDrain(b *testing.B, c *Client, n int) float64 {
-	q := newQueue[int](b, c, "drain")
-	for left := n; left > 0; left -= 10_000 {
-		if _, err := q.EnqueueMany(b.Context(), make([]int, min(left, 10_000)), nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	var done atomic.Int64
-	drained := make(chan struct{})
-	w := must(q.NewWorker(func(context.Context, *Job[int]) error { return nil }, &WorkerOptions{
-		Concurrency: 100,
-		OnEvent: func(ev Event) {
-			if ev.Kind == EventCompleted && done.Add(1) == int64(n) {
-				close(drained)
-			}
-		},
-	}))
-	start := time.Now()
-	stop := startWorker(b, w)
-	receive(b, drained, 5*time.Minute, "the drain")
-	elapsed := time.Since(start)
-	stop()
-	return float64(n) / elapsed.Seconds()
 }
 
 // remoteWake enqueues n jobs one at a time to an idle worker that never polls and returns the

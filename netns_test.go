@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/pgqueue/pgqueue/internal/testenv"
 )
 
 // workerHost is a worker host of a test's own: a Linux network namespace linked to the root
@@ -30,7 +32,10 @@ func newWorkerHost(t *testing.T, i int) *workerHost {
 		t.Fatal("the worker-host tests make network namespaces (ip netns) and need root: run the tests as root")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatal("the worker-host tests need ip, from iproute2 (Debian: apt-get install iproute2)")
+		if err := testenv.AptInstall(5*time.Minute, "iproute2"); err != nil {
+			t.Fatalf("the worker-host tests need ip, from iproute2, and installing it failed: %v\n"+
+				"Provide it: as root on Debian or Ubuntu, `apt-get install iproute2`.", err)
+		}
 	}
 	id := fmt.Sprintf("pq%d%c", os.Getpid()%100000, 'a'+i)
 	// 10.201–250.x.y: a /30 per host, apart for each test process.
