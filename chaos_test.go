@@ -179,7 +179,7 @@ func startChaos(t *testing.T, b *bundle, out *chaosOutput, s chaosSettings) *cha
 // startHelperProc starts the test binary as a helper process with env added to the test's
 // environment; its output lines go to out, and its id is name-<pid>. It is killed, if still
 // running, when the test ends.
-func startHelperProc(t *testing.T, out *chaosOutput, name string, env ...string) *chaosProc {
+func startHelperProc(t testing.TB, out *chaosOutput, name string, env ...string) *chaosProc {
 	t.Helper()
 	return startHelperProcIn(t, out, name, nil, env...)
 }
@@ -187,7 +187,7 @@ func startHelperProc(t *testing.T, out *chaosOutput, name string, env ...string)
 // startHelperProcIn is startHelperProc with the test binary run by the command in (such as
 // "ip netns exec <namespace>"), when given; the process's id is then the binary's own, which
 // ip netns exec becomes.
-func startHelperProcIn(t *testing.T, out *chaosOutput, name string, in []string, env ...string) *chaosProc {
+func startHelperProcIn(t testing.TB, out *chaosOutput, name string, in []string, env ...string) *chaosProc {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -230,7 +230,7 @@ func (p *chaosProc) wait() error {
 	return p.waitErr
 }
 
-func (p *chaosProc) signal(t *testing.T, sig syscall.Signal) {
+func (p *chaosProc) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %v to worker process %d: %v", sig, p.pid, err)
@@ -245,7 +245,7 @@ func (p *chaosProc) kill(t *testing.T) {
 }
 
 // stop shuts the process down with SIGTERM and checks that its worker stopped cleanly.
-func (p *chaosProc) stop(t *testing.T) {
+func (p *chaosProc) stop(t testing.TB) {
 	t.Helper()
 	p.signal(t, syscall.SIGTERM)
 	if err := p.wait(); err != nil {

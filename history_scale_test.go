@@ -181,7 +181,7 @@ func buildPartition(t *testing.T, pool *pgxpool.Pool, d, n int) {
 		name+" GROUP BY 1, 2")
 }
 
-func mustExec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+func mustExec(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
 	if _, err := pool.Exec(t.Context(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)

@@ -17,7 +17,7 @@ import (
 // namespace, where Postgres listens, by a veth pair on a /30 of its own. Its link can be cut and
 // healed. It needs root (ip netns), and is removed when the test ends.
 type workerHost struct {
-	t        *testing.T
+	t        testing.TB
 	ns       string // the namespace
 	rootDev  string // the root namespace's end of the veth pair
 	rootIP   string // that end's address: where the host reaches Postgres
@@ -26,7 +26,7 @@ type workerHost struct {
 }
 
 // newWorkerHost makes host i (0 to 63) of the test process.
-func newWorkerHost(t *testing.T, i int) *workerHost {
+func newWorkerHost(t testing.TB, i int) *workerHost {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("the worker-host tests make network namespaces (ip netns) and need root: run the tests as root")

@@ -22,7 +22,7 @@ import (
 // listening on a free loopback port, for tests that stop or restart the server. The shared
 // test database is never touched. It is stopped, and its directory removed, when the test ends.
 type pgInstance struct {
-	t       *testing.T
+	t       testing.TB
 	bin     string // directory holding initdb and pg_ctl
 	base    string // temporary directory: data directory, socket and logs
 	data    string
@@ -33,7 +33,7 @@ type pgInstance struct {
 
 // startPostgres creates and starts a private PostgreSQL instance. It fails the test, with what
 // to install, when the server binaries cannot be found.
-func startPostgres(t *testing.T) *pgInstance {
+func startPostgres(t testing.TB) *pgInstance {
 	t.Helper()
 	p := &pgInstance{t: t, bin: postgresBinDir(t)}
 	p.base = p.tempDir()
@@ -66,7 +66,7 @@ func startPostgres(t *testing.T) *pgInstance {
 
 // postgresBinDir finds the directory of initdb and pg_ctl: pg_config's bindir, else the newest
 // /usr/lib/postgresql/*/bin, else the PATH.
-func postgresBinDir(t *testing.T) string {
+func postgresBinDir(t testing.TB) string {
 	t.Helper()
 	var candidates []string
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
@@ -112,7 +112,7 @@ func (p *pgInstance) tempDir() string {
 // binaries may own, and the credential to run them with (nil: as the test's own user). initdb
 // refuses to run as root, so under root the binaries run as the postgres user, in a directory
 // outside t.TempDir (whose parent only root may enter) that is handed over to that user.
-func postgresOwnedDir(t *testing.T, prefix string) (string, *syscall.Credential) {
+func postgresOwnedDir(t testing.TB, prefix string) (string, *syscall.Credential) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		return t.TempDir(), nil
@@ -187,6 +187,38 @@ func (p *pgInstance) restart(mode string) time.Duration {
 		p.t.Fatalf("restart private PostgreSQL: %v\n%s", err, p.logTail())
 	}
 	return time.Since(start)
+}
+
+// configure appends settings ("name = value") to the server's postgresql.conf; they take effect
+// at its next restart.
+func (p *pgInstance) configure(settings ...string) {
+	p.t.Helper()
+	f, err := os.OpenFile(filepath.Join(p.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	_, err = f.WriteString(strings.Join(settings, "\n") + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// postmasterPID returns the server's process id, from the first line of postmaster.pid.
+func (p *pgInstance) postmasterPID() int {
+	p.t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.data, "postmaster.pid"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		p.t.Fatalf("postmaster.pid: %v", err)
+	}
+	return pid
 }
 
 // dsn returns the URL of the instance's postgres database.

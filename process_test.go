@@ -39,6 +39,8 @@ func helperMain() int {
 		return aheadMain()
 	case "flow":
 		return flowMain()
+	case "curve":
+		return curveMain()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 2
