@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,8 +18,9 @@ import (
 )
 
 // The failover tests run pgqueue on a pg_auto_failover cluster (pgaf_test.go) under the fault
-// suite's workload — worker processes, one of them killed and replaced at each round, the
-// listeners' connections cut, a steady stream of enqueues — and take the primary down while it
+// suite's workload — worker processes, one of them killed and replaced at each round and the
+// other frozen through the failover, the listeners' connections cut, a steady stream of
+// enqueues — and take the primary down while it
 // runs: the monitor promotes the secondary by itself, and the application, which knows only the
 // multi-host URL with target_session_attrs=read-write, goes on. Jobs that record their run in
 // the transaction that completes them (Job.CompleteTx) check fencing: each records one run,
@@ -92,6 +94,8 @@ type failoverRun struct {
 	changes  <-chan Change
 	faults   int // kills of worker processes and of primaries
 	roles    *roleLog
+	cli      string         // the pgqueue command
+	ui       *dashboardProc // its dashboard, on the cluster's URL
 }
 
 // failoverProcs is how many worker processes work the queue, with failoverConcurrency slots each.
@@ -115,6 +119,8 @@ func newFailoverRun(t *testing.T, c *haCluster) *failoverRun {
 	t.Cleanup(func() { _ = client.Close() })
 	r.b = &bundle{t: t, schema: schema, pool: pool, client: client}
 	createChaosRuns(r.b)
+	r.cli = buildCommand(t)
+	r.ui = startDashboard(t, r.cli, dsn, schema)
 	r.set = chaosSettings{concurrency: failoverConcurrency, lock: 5 * time.Second, poll: time.Second,
 		work: 20 * time.Millisecond, keep: true, dsn: dsn}
 	for range failoverProcs {
@@ -239,7 +245,8 @@ func (r *failoverRun) ran() int {
 }
 
 // round runs one round: work under way, a worker process killed and replaced, the listeners'
-// connections cut, then the primary taken down (kill: its host dies; immediate: pg_ctl stop
+// connections cut, the other worker process frozen (SIGSTOP) until the listener is back on the new
+// primary, then the primary taken down (kill: its host dies; immediate: pg_ctl stop
 // -m immediate after its keeper is killed) or a switchover, and the old primary back as a
 // secondary.
 func (r *failoverRun) round(kind string) {
@@ -248,6 +255,9 @@ func (r *failoverRun) round(kind string) {
 	waitFor(t, 60*time.Second, "jobs to run before the "+kind, func() bool { return r.ran() >= base+200 })
 	r.killWorker()
 	r.cutListeners()
+	frozen := r.procs[0] // the process that has run the longest: it holds jobs
+	frozen.signal(t, syscall.SIGSTOP)
+	r.faults++
 
 	old := r.c.primary(10 * time.Second)
 	sessions := r.b.client.listener.sessions.Load()
@@ -271,11 +281,15 @@ func (r *failoverRun) round(kind string) {
 		return r.b.client.listener.sessions.Load() > sessions && r.b.client.listener.pid.Load() != 0
 	})
 	listenerAfter := time.Since(start)
+	// Frozen through the failover, for longer than its jobs' leases when the outage is: the
+	// others ran them, and whatever it settles now must change nothing.
+	frozen.signal(t, syscall.SIGCONT)
 	started := "—"
 	if kind != "switchover" {
 		started = r.firstStartAfter(start).Round(time.Millisecond).String()
 	}
 	wake := r.probeWake()
+	uiLive := r.checkTools(start.Add(writableAfter))
 	if kind != "switchover" {
 		r.c.rejoin(old)
 	}
@@ -283,11 +297,12 @@ func (r *failoverRun) round(kind string) {
 	r.c.waitState(time.Minute, next, "primary")
 	_, refused := r.producer.counts()
 	t.Logf("ha %s: %s → %s; writable after %s, first job started on the new primary after %s, "+
-		"no run recorded for %s, listener back after %s, probe woken in %s; enqueues refused %d; "+
+		"no run recorded for %s, listener back after %s, probe woken in %s; dashboard live %s after the "+
+		"new primary took writes (%s), pgqueue queues answered; enqueues refused %d; "+
 		"old primary a secondary again after %s",
 		kind, old.name, next.name, writableAfter.Round(time.Millisecond), started, r.longestPause(start),
-		listenerAfter.Round(time.Millisecond), wake.Round(time.Microsecond), refused-refusedBefore,
-		time.Since(start).Round(time.Second))
+		listenerAfter.Round(time.Millisecond), wake.Round(time.Microsecond), uiLive.Round(time.Millisecond), r.ui,
+		refused-refusedBefore, time.Since(start).Round(time.Second))
 }
 
 // longestPause returns the longest time around t (from 2 s before to a minute after) in which
