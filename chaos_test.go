@@ -126,6 +126,34 @@ func (o *chaosOutput) ids(prefix string) map[ulid.ULID]bool {
 	return ids
 }
 
+// count returns how many lines equal to line the processes printed, all of them together.
+func (o *chaosOutput) count(line string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, lines := range o.lines {
+		for _, l := range lines {
+			if l == line {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// completedBy returns the count process pid printed in its "completed <n>" line, or 0.
+func (o *chaosOutput) completedBy(pid int) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, l := range o.lines[pid] {
+		if s, ok := strings.CutPrefix(l, "completed "); ok {
+			n, _ := strconv.Atoi(s)
+			return n
+		}
+	}
+	return 0
+}
+
 // chaosProc is a chaos worker process.
 type chaosProc struct {
 	cmd  *exec.Cmd

@@ -90,17 +90,7 @@ func (pg *pgInstance) listenFor(hosts ...*workerHost) {
 		addrs = append(addrs, h.rootIP)
 		fmt.Fprintf(&hba, "host all all %s/32 trust\n", h.hostIP)
 	}
-	f, err := os.OpenFile(pg.data+"/pg_hba.conf", os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		pg.t.Fatal(err)
-	}
-	_, err = f.WriteString(hba.String())
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		pg.t.Fatal(err)
-	}
+	pg.appendTo("pg_hba.conf", hba.String())
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=%s", pg.port, pg.base, strings.Join(addrs, ","))
 	if err := pg.ctl("restart", "-m", "fast", "-o", opts); err != nil {
 		pg.t.Fatalf("restart private PostgreSQL to listen for the hosts: %v\n%s", err, pg.logTail())

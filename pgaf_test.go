@@ -292,10 +292,8 @@ func (c *haCluster) killAll() {
 		n.mu.Unlock()
 		// A server started by an earlier keeper of the node (rejoin) is in that keeper's group;
 		// its pid file names it.
-		if b, err := os.ReadFile(filepath.Join(n.data, "postmaster.pid")); err == nil {
-			if pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0]); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
+		if pid, err := postmasterPID(n.data); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }

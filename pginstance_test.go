@@ -193,11 +193,17 @@ func (p *pgInstance) restart(mode string) time.Duration {
 // at its next restart.
 func (p *pgInstance) configure(settings ...string) {
 	p.t.Helper()
-	f, err := os.OpenFile(filepath.Join(p.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	p.appendTo("postgresql.conf", strings.Join(settings, "\n")+"\n")
+}
+
+// appendTo appends text to the file name of the data directory.
+func (p *pgInstance) appendTo(name, text string) {
+	p.t.Helper()
+	f, err := os.OpenFile(filepath.Join(p.data, name), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	_, err = f.WriteString(strings.Join(settings, "\n") + "\n")
+	_, err = f.WriteString(text)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -206,19 +212,29 @@ func (p *pgInstance) configure(settings ...string) {
 	}
 }
 
-// postmasterPID returns the server's process id, from the first line of postmaster.pid.
+// postmasterPID returns the server's process id.
 func (p *pgInstance) postmasterPID() int {
 	p.t.Helper()
-	b, err := os.ReadFile(filepath.Join(p.data, "postmaster.pid"))
+	pid, err := postmasterPID(p.data)
 	if err != nil {
 		p.t.Fatal(err)
+	}
+	return pid
+}
+
+// postmasterPID reads the process id of the server of data directory data: the first line of its
+// postmaster.pid.
+func postmasterPID(data string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
+	if err != nil {
+		return 0, err
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil {
-		p.t.Fatalf("postmaster.pid: %v", err)
+		return 0, fmt.Errorf("postmaster.pid: %w", err)
 	}
-	return pid
+	return pid, nil
 }
 
 // dsn returns the URL of the instance's postgres database.

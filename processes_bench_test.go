@@ -206,34 +206,6 @@ func waitDrained(b *testing.B, c *Client, names []string) {
 	}
 }
 
-// count returns how many lines equal to line the processes printed, all of them together.
-func (o *chaosOutput) count(line string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, lines := range o.lines {
-		for _, l := range lines {
-			if l == line {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-// completedBy returns the count process pid printed in its "completed <n>" line, or 0.
-func (o *chaosOutput) completedBy(pid int) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, l := range o.lines[pid] {
-		if s, ok := strings.CutPrefix(l, "completed "); ok {
-			n, _ := strconv.Atoi(s)
-			return n
-		}
-	}
-	return 0
-}
-
 // probeClaims claims 10 jobs of q every 10 ms until ctx ends and returns how long each claim
 // took, in milliseconds. The jobs it claims stay running; the caller deletes them.
 func probeClaims(ctx context.Context, b *testing.B, c *Client, q *Queue[int]) []float64 {
