@@ -35,14 +35,21 @@ const (
 )
 
 // retryLockTimeouts runs try until it returns anything but a lock timeout, pausing between tries,
-// at most lockRetryTries times; it stops early, returning ctx's error, once ctx ends.
+// at most lockRetryTries times; it stops early, returning ctx's error, once ctx ends: in a pause,
+// or during a try (whose statement was most likely waiting for its lock again), naming the tries
+// and the last lock timeout either way.
 func retryLockTimeouts(ctx context.Context, try func() error) error {
 	pause := lockRetryPause
+	var timedOut error // the last try's lock timeout
 	for n := 1; ; n++ {
 		err := try()
+		if err != nil && timedOut != nil && ctx.Err() != nil {
+			return fmt.Errorf("%w, after %d tries that waited %s for a lock: %w", ctx.Err(), n, migrationLockTimeout, timedOut)
+		}
 		if err == nil || !isLockTimeout(err) {
 			return err
 		}
+		timedOut = err
 		if n == lockRetryTries {
 			return fmt.Errorf("gave up after %d tries, each of which waited %s for a lock: %w", n, migrationLockTimeout, err)
 		}
